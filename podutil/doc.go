@@ -1,0 +1,5 @@
+// Package podutil holds the small pod conventions every nodekit package
+// shares with the kubelet: the kubernetes.io/config.* annotations that mark a
+// pod's source, static and mirror pods, and the pod's full name. It depends on
+// k8s.io/api alone, so any package may import it.
+package podutil

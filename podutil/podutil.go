@@ -1,0 +1,70 @@
+package podutil
+
+import (
+	v1 "k8s.io/api/core/v1"
+)
+
+// Annotations the kubelet puts on pods from its sources; the status manager
+// and an operator read them back.
+const (
+	// ConfigSourceAnnotationKey names the source a pod came from
+	// ("file", "http", "api").
+	ConfigSourceAnnotationKey = "kubernetes.io/config.source"
+	// ConfigMirrorAnnotationKey marks a mirror pod; its value is the static
+	// pod's config hash.
+	ConfigMirrorAnnotationKey = "kubernetes.io/config.mirror"
+	// ConfigFirstSeenAnnotationKey holds when the agent first saw the pod.
+	ConfigFirstSeenAnnotationKey = "kubernetes.io/config.seen"
+	// ConfigHashAnnotationKey holds the hash of a static pod's content.
+	ConfigHashAnnotationKey = "kubernetes.io/config.hash"
+)
+
+// Source names, as in the kubelet.
+const (
+	FileSource      = "file"
+	HTTPSource      = "http"
+	ApiserverSource = "api"
+	// AllSource is the wildcard source of a SET carrying every pod.
+	AllSource = "*"
+)
+
+// Source returns the pod's config.source annotation, or "".
+func Source(pod *v1.Pod) string {
+	if pod == nil {
+		return ""
+	}
+	return pod.Annotations[ConfigSourceAnnotationKey]
+}
+
+// IsStaticPod reports whether the pod came from a source other than the
+// apiserver (a manifest file or URL).
+func IsStaticPod(pod *v1.Pod) bool {
+	s := Source(pod)
+	return s != "" && s != ApiserverSource
+}
+
+// IsMirrorPod reports whether the pod is the apiserver's mirror of a static pod.
+func IsMirrorPod(pod *v1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	_, ok := pod.Annotations[ConfigMirrorAnnotationKey]
+	return ok
+}
+
+// FullName is the pod's "name_namespace", the key the kubelet uses where UIDs
+// differ between a static pod and its mirror.
+func FullName(pod *v1.Pod) string {
+	return BuildFullName(pod.Name, pod.Namespace)
+}
+
+// BuildFullName joins name and namespace as FullName does.
+func BuildFullName(name, namespace string) string {
+	return name + "_" + namespace
+}
+
+// IsCritical reports whether the pod is static or mirror: such pods are
+// admitted and kept even under pressure, as in the kubelet.
+func IsCritical(pod *v1.Pod) bool {
+	return IsStaticPod(pod) || IsMirrorPod(pod)
+}

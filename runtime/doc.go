@@ -1,0 +1,42 @@
+// Package runtime is the contract between a node agent and whatever runs its
+// pods: a CRI runtime (see runtime/cri), a virtual-kubelet style provider that
+// is not CRI at all (see examples/provider), or the in-memory fake in
+// runtime/fake.
+//
+// The contract is the Runtime interface: seven methods that list running pods,
+// inspect one pod, bring a pod to its spec (SyncPod) and stop it (KillPod).
+// Optional capabilities (garbage collection, an image service, a stream of
+// container events) are separate small interfaces that callers detect with a
+// type assertion, so a provider implements only what it can.
+//
+// Besides the contract the package holds the pieces every runtime and every
+// consumer of runtime status share:
+//
+//   - Cache, the pod status cache that the PLEG writes and pod workers read
+//     with GetNewerThan, so a worker never acts on status older than its last
+//     update;
+//   - Backoff, the per-key exponential back-off behind CrashLoopBackOff and
+//     ImagePullBackOff;
+//   - ComputePodActions, the runtime-neutral plan of what SyncPod must do
+//     (which sandbox to create, which containers to start or kill);
+//   - HashContainer, the container spec hash a runtime stores with each
+//     container so a changed spec restarts it.
+//
+// Where it sits: podconfig -> syncloop -> podworkers -> agent -> Runtime, with
+// pleg relisting the Runtime into the Cache.
+//
+// A minimal provider:
+//
+//	type myProvider struct{ ... }
+//
+//	func (p *myProvider) Type() string { return "my-provider" }
+//	func (p *myProvider) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) { ... }
+//	func (p *myProvider) GetPodStatus(ctx context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) { ... }
+//	func (p *myProvider) SyncPod(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, _ []v1.Secret, b *runtime.Backoff) runtime.PodSyncResult {
+//		actions := runtime.ComputePodActions(pod, st)
+//		// create what actions asks for, record each step in the result
+//	}
+//	...
+//
+//	var _ runtime.Runtime = (*myProvider)(nil)
+package runtime

@@ -1,0 +1,135 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Runtime runs pods. Implementations must be safe for concurrent use: pod
+// workers call SyncPod and KillPod for different pods at the same time, while
+// the PLEG calls GetPods and GetPodStatus.
+//
+// Implementing it:
+//   - GetPods lists what runs now. With all=false only pods with a running
+//     container or a ready sandbox; with all=true exited containers too.
+//   - GetPodStatus never fails for a pod that does not exist: it returns a
+//     PodStatus with no containers. Errors mean the runtime could not answer.
+//   - SyncPod brings the pod towards its spec in one step, given the status
+//     the caller last saw; it is called again on the next change or resync,
+//     so it starts what is due and returns. Containers in back-off are not
+//     started; their step fails with ErrCrashLoopBackOff. Every step taken
+//     (or refused) is recorded in the result, which is how the caller learns
+//     waiting reasons such as ImagePullBackOff.
+//   - KillPod stops every container and sandbox of runningPod, giving each
+//     container the effective grace period (see EffectiveGracePeriod) to exit.
+//     pod may be nil for an orphan that no configuration knows any more.
+type Runtime interface {
+	// Type names the runtime, for example "containerd"; it is the type part
+	// of the ContainerIDs it hands out.
+	Type() string
+	// Version returns the runtime's version.
+	Version(ctx context.Context) (string, error)
+	// Status reports the runtime's conditions.
+	Status(ctx context.Context) (*RuntimeStatus, error)
+	// GetPods lists the pods on the runtime; see the type's doc for all.
+	GetPods(ctx context.Context, all bool) ([]*Pod, error)
+	// GetPodStatus inspects one pod.
+	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error)
+	// SyncPod moves the pod one step towards its spec.
+	SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, pullSecrets []v1.Secret, backoff *Backoff) PodSyncResult
+	// KillPod stops the pod's containers and sandboxes.
+	KillPod(ctx context.Context, pod *v1.Pod, runningPod Pod, gracePeriodOverride *int64) error
+}
+
+// GCPolicy bounds how many dead containers garbage collection keeps.
+type GCPolicy struct {
+	// MinAge is how long a dead container is kept at least.
+	MinAge time.Duration
+	// MaxPerPodContainer is how many dead instances of one container are
+	// kept; negative means no limit.
+	MaxPerPodContainer int
+	// MaxContainers is how many dead containers are kept in all; negative
+	// means no limit.
+	MaxContainers int
+}
+
+// GarbageCollector is implemented by runtimes that keep dead containers and
+// sandboxes around and can remove them.
+type GarbageCollector interface {
+	// GarbageCollect removes dead containers and sandboxes beyond policy.
+	// When allSourcesReady, containers of pods no source knows are removed.
+	GarbageCollect(ctx context.Context, policy GCPolicy, allSourcesReady bool) error
+}
+
+// Image is an image present on the node.
+type Image struct {
+	ID       string
+	RepoTags []string
+	Size     uint64
+}
+
+// ImageService is implemented by runtimes that manage images.
+type ImageService interface {
+	// PullImage pulls image and returns its ID.
+	PullImage(ctx context.Context, image string, pullSecrets []v1.Secret) (string, error)
+	// ListImages lists the images on the node.
+	ListImages(ctx context.Context) ([]Image, error)
+	// RemoveImage removes an image by ID or reference.
+	RemoveImage(ctx context.Context, image string) error
+}
+
+// ContainerEventType says what happened to a container.
+type ContainerEventType string
+
+const (
+	ContainerCreatedEvent ContainerEventType = "created"
+	ContainerStartedEvent ContainerEventType = "started"
+	ContainerStoppedEvent ContainerEventType = "stopped"
+	ContainerDeletedEvent ContainerEventType = "deleted"
+)
+
+// ContainerEvent is one change reported by a ContainerEventer.
+type ContainerEvent struct {
+	ContainerID ContainerID
+	Type        ContainerEventType
+	// PodUID is the pod the container belongs to.
+	PodUID types.UID
+	// CreatedAt is when the runtime saw the change.
+	CreatedAt time.Time
+	// PodStatus, when not nil, is the pod's status right after the change,
+	// so a consumer need not call GetPodStatus.
+	PodStatus *PodStatus
+}
+
+// ContainerEventer is implemented by runtimes that stream container events
+// (the CRI's GetContainerEvents). An evented PLEG uses it and falls back to
+// relisting when the stream fails.
+type ContainerEventer interface {
+	// WatchContainerEvents streams events until ctx ends or the stream
+	// breaks; the channel is closed then. A runtime that cannot stream
+	// returns an error wrapping ErrNotSupported.
+	WatchContainerEvents(ctx context.Context) (<-chan ContainerEvent, error)
+}
+
+// EffectiveGracePeriod returns the grace period to stop pod's containers
+// with: the override if set, else the deletion's if the pod is being deleted,
+// else the spec's, else 30 s; never below 1 second, as with the kubelet, so a
+// container always gets its TERM before KILL. pod may be nil.
+func EffectiveGracePeriod(pod *v1.Pod, override *int64) int64 {
+	g := int64(v1.DefaultTerminationGracePeriodSeconds)
+	switch {
+	case override != nil:
+		g = *override
+	case pod != nil && pod.DeletionGracePeriodSeconds != nil:
+		g = *pod.DeletionGracePeriodSeconds
+	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
+		g = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if g < 1 {
+		g = 1
+	}
+	return g
+}
