@@ -1,0 +1,50 @@
+package podutil
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func pod(ann map[string]string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Annotations: ann}}
+}
+
+func TestPodKinds(t *testing.T) {
+	tests := []struct {
+		name                     string
+		pod                      *v1.Pod
+		static, mirror, critical bool
+		source                   string
+	}{
+		{name: "nil pod is nothing", pod: nil},
+		{name: "apiserver pod is neither static nor mirror", pod: pod(map[string]string{ConfigSourceAnnotationKey: ApiserverSource}), source: "api"},
+		{name: "file pod is static", pod: pod(map[string]string{ConfigSourceAnnotationKey: FileSource}), static: true, critical: true, source: "file"},
+		{name: "http pod is static", pod: pod(map[string]string{ConfigSourceAnnotationKey: HTTPSource}), static: true, critical: true, source: "http"},
+		{name: "pod without source is not static", pod: pod(nil)},
+		{name: "mirror annotation marks a mirror pod", pod: pod(map[string]string{ConfigMirrorAnnotationKey: "abc"}), mirror: true, critical: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := IsStaticPod(tt.pod); got != tt.static {
+				t.Errorf("IsStaticPod = %v, want %v", got, tt.static)
+			}
+			if got := IsMirrorPod(tt.pod); got != tt.mirror {
+				t.Errorf("IsMirrorPod = %v, want %v", got, tt.mirror)
+			}
+			if got := IsCritical(tt.pod); got != tt.critical {
+				t.Errorf("IsCritical = %v, want %v", got, tt.critical)
+			}
+			if got := Source(tt.pod); got != tt.source {
+				t.Errorf("Source = %q, want %q", got, tt.source)
+			}
+		})
+	}
+}
+
+func TestFullNameJoinsNameAndNamespace(t *testing.T) {
+	if got := FullName(pod(nil)); got != "web_ns" {
+		t.Fatalf("FullName = %q, want web_ns", got)
+	}
+}
