@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // ContainerID names a container on a runtime: the runtime's type and the
@@ -14,7 +15,8 @@ type ContainerID struct {
 }
 
 // ParseContainerID parses "type://id". It rejects an empty string, a missing
-// "://", an empty type or an empty ID.
+// or repeated "://" (the kubelet rejects the latter too), an empty type or
+// ID, and whitespace or control characters anywhere.
 func ParseContainerID(s string) (ContainerID, error) {
 	typ, id, ok := strings.Cut(s, "://")
 	if !ok {
@@ -22,6 +24,12 @@ func ParseContainerID(s string) (ContainerID, error) {
 	}
 	if typ == "" || id == "" {
 		return ContainerID{}, fmt.Errorf("invalid container ID %q: empty type or id: %w", s, ErrInvalidContainerID)
+	}
+	if strings.Contains(id, "://") {
+		return ContainerID{}, fmt.Errorf("invalid container ID %q: more than one \"://\": %w", s, ErrInvalidContainerID)
+	}
+	if i := strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+		return ContainerID{}, fmt.Errorf("invalid container ID %q: whitespace or control character at %d: %w", s, i, ErrInvalidContainerID)
 	}
 	return ContainerID{Type: typ, ID: id}, nil
 }

@@ -64,7 +64,8 @@ func (p *PodSyncResult) AddPodSyncResult(other PodSyncResult) {
 func (p *PodSyncResult) Fail(err error) { p.SyncError = err }
 
 // Error joins the SyncError and every failed step's error, or returns nil.
-// Each step error reads "Action for "target" failed: err: message" and still
+// Each step error reads "Action for "target" failed: err: message" (without
+// ": message" when the message is empty) and still
 // matches its sentinel with errors.Is.
 func (p *PodSyncResult) Error() error {
 	var errs []error
@@ -72,7 +73,11 @@ func (p *PodSyncResult) Error() error {
 		errs = append(errs, p.SyncError)
 	}
 	for _, r := range p.SyncResults {
-		if r.Error != nil {
+		switch {
+		case r.Error == nil:
+		case r.Message == "":
+			errs = append(errs, fmt.Errorf("%s for %q failed: %w", r.Action, r.Target, r.Error))
+		default:
 			errs = append(errs, fmt.Errorf("%s for %q failed: %w: %s", r.Action, r.Target, r.Error, r.Message))
 		}
 	}

@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPodSyncResultError(t *testing.T) {
+	t.Run("no failed step is no error", func(t *testing.T) {
+		var r PodSyncResult
+		r.NewStep(StartContainer, "app")
+		r.NewStep(CreatePodSandbox, "uid")
+		assert.NoError(t, r.Error())
+	})
+
+	t.Run("failed steps match their sentinels", func(t *testing.T) {
+		var r PodSyncResult
+		r.NewStep(StartContainer, "ok")
+		r.NewStep(StartContainer, "app").Fail(fmt.Errorf("back-off 10s: %w", ErrCrashLoopBackOff), "back-off 10s restarting failed container")
+		r.NewStep(InitContainer, "init").Fail(ErrImagePullBackOff, "")
+		err := r.Error()
+		require.Error(t, err)
+		assert.ErrorIs(t, err, ErrCrashLoopBackOff)
+		assert.ErrorIs(t, err, ErrImagePullBackOff)
+		assert.NotErrorIs(t, err, ErrImagePull)
+		assert.Contains(t, err.Error(), `StartContainer for "app" failed`)
+		assert.Contains(t, err.Error(), "back-off 10s restarting failed container")
+		assert.True(t, strings.HasSuffix(err.Error(), "InitContainer for \"init\" failed: ImagePullBackOff"), "no dangling separator without a message: %q", err)
+		assert.NotContains(t, err.Error(), `"ok"`)
+	})
+
+	t.Run("SyncError alone is the error", func(t *testing.T) {
+		var r PodSyncResult
+		boom := errors.New("status unusable")
+		r.Fail(boom)
+		assert.ErrorIs(t, r.Error(), boom)
+	})
+
+	t.Run("AddPodSyncResult adopts steps and SyncError", func(t *testing.T) {
+		var inner PodSyncResult
+		inner.NewStep(KillContainer, "app").Fail(ErrKillContainer, "timeout")
+		boom := errors.New("boom")
+		inner.Fail(boom)
+		var outer PodSyncResult
+		outer.NewStep(StartContainer, "x")
+		outer.AddPodSyncResult(inner)
+		assert.Len(t, outer.SyncResults, 2)
+		assert.ErrorIs(t, outer.Error(), boom)
+		assert.ErrorIs(t, outer.Error(), ErrKillContainer)
+
+		var clean PodSyncResult
+		outer.AddPodSyncResult(clean)
+		assert.ErrorIs(t, outer.Error(), boom, "a result without SyncError keeps the old one")
+	})
+}
+
+func TestReason(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil has no reason", nil, ""},
+		{"sentinel gives its reason", ErrImagePull, "ErrImagePull"},
+		{"wrapped sentinel gives its reason", fmt.Errorf("pull nginx: %w", ErrImagePullBackOff), "ImagePullBackOff"},
+		{"crash loop", fmt.Errorf("x: %w", ErrCrashLoopBackOff), "CrashLoopBackOff"},
+		{"sandbox creation", ErrCreatePodSandbox, "CreatePodSandboxError"},
+		{"joined with a non-step error", errors.Join(errors.New("other"), ErrRunContainer), "RunContainerError"},
+		{"non-step sentinel has no reason", ErrNotFound, ""},
+		{"plain error has no reason", errors.New("CrashLoopBackOff"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, Reason(tt.err))
+		})
+	}
+}
