@@ -1,0 +1,50 @@
+// Package fakecri is an in-process CRI runtime (runtime/v1 gRPC) for tests:
+// a real gRPC server on a unix socket in a temp dir, so the code under test
+// dials it exactly as it dials containerd.
+//
+// It is built on k8s.io/cri-api/pkg/apis/testing's FakeRuntimeService and
+// FakeImageService (exposed as Server.Runtime and Server.Images for seeding
+// and inspection) and adds what tests of a runtime manager need:
+//
+//   - containers that exit on command (Exit) or right after they start
+//     (SetBehavior with ExitOnStart), with an optional log line written to
+//     the container's log file in the CRI log format;
+//   - injectable errors per method, once (FailNext) or until cleared
+//     (SetError), and injectable latency per method (SetLatency);
+//   - per-method call counters (Calls, CallCounts, ResetCalls);
+//   - the timeout each StopContainer received (StopTimeout).
+//
+// Usage:
+//
+//	srv, err := fakecri.NewServer(fakecri.Config{})
+//	if err != nil { ... }
+//	defer srv.Close()
+//	srv.Images.SetFakeImages([]string{"busybox"})
+//	mgr, err := cri.New(ctx, cri.Config{Endpoint: srv.Endpoint()})
+//	...
+//	srv.Exit(containerID, 1)
+//	if srv.Calls("CreateContainer") != 1 { ... }
+//
+// Where it differs from containerd:
+//
+//   - nothing runs: containers have no processes, StopContainer exits a
+//     container at once (exit code 0, or 137 when the sandbox is stopped)
+//     whatever the timeout, and logs hold only what SetBehavior says;
+//   - IDs are readable, not random: sandbox "name_namespace_uid_attempt",
+//     container "sandboxID_name_attempt";
+//   - every sandbox gets the IP 192.168.192.168, also with host network;
+//   - images need no pulling: PullImage of any name succeeds unless an
+//     error is injected, ImageStatus knows the images pulled or seeded with
+//     Images.SetFakeImages; the pause image is not needed;
+//   - GetContainerEvents and the streaming, exec, attach and port-forward
+//     calls answer Unimplemented, as containerd 1.6 does for the events;
+//   - times come from Config.Clock, so a fake clock gives fixed timestamps.
+//
+// It does behave like containerd where a runtime manager depends on it:
+// names (sandbox and container metadata) are reserved, so a duplicate
+// RunPodSandbox or CreateContainer fails with AlreadyExists; containers are
+// created only in ready sandboxes; a container starts only once; missing
+// objects give NotFound, except on Remove*, which are idempotent;
+// StopPodSandbox stops the sandbox's containers and RemovePodSandbox removes
+// them.
+package fakecri
