@@ -1,0 +1,52 @@
+// Package pleg is the pod lifecycle event generator: it watches what the
+// runtime runs and tells the sync loop which pods changed.
+//
+// GenericPLEG relists the runtime (GetPods with all=true) every relist
+// period and compares each pod's containers and sandboxes with the listing it
+// last acted on. A container that started gives ContainerStarted, one that
+// exited ContainerDied, one that is gone ContainerRemoved (after
+// ContainerDied if its exit was never seen). Every pod that changed is
+// inspected with GetPodStatus and its status written to the runtime.Cache,
+// stamped with the time the relist began; then its events are sent. After the
+// relist the cache's time is advanced (Cache.UpdateTime), which wakes pod
+// workers blocked in GetNewerThan.
+//
+// Where it sits:
+//
+//	runtime ──GetPods/GetPodStatus──► pleg ──events──► syncloop ──► podworkers
+//	                                    └──writes──► runtime.Cache ◄──reads──┘
+//
+// It behaves as the kubelet's GenericPLEG, including these details: a pod
+// whose inspection fails gets the error in the cache, no events, and is
+// inspected again at the next relist; a vanished pod is deleted from the
+// cache; a pod's IPs are kept in the cache when a new status has none and no
+// ready sandbox, so a finished pod's status does not lose them; the event
+// channel is bounded and a send never blocks (what does not fit is dropped,
+// counted and logged); Healthy fails once the last successful listing is
+// older than the threshold.
+//
+// Beyond the kubelet, changed pods are inspected InspectParallelism at a time,
+// each GetPodStatus bounded by InspectTimeout, so neither many changed pods
+// nor one hung call stall the relist; a pod's events go out as soon as that
+// pod is inspected. The relist period and threshold can be changed while
+// running (SetRelistDuration). Config.OnRelist receives per-relist figures
+// (duration, pods and containers by state, events by type, dropped events)
+// for metrics.
+//
+// Usage:
+//
+//	cache := runtime.NewCache()
+//	p, err := pleg.New(pleg.Config{Runtime: rt, Cache: cache, Log: log})
+//	if err != nil { ... }
+//	go p.Start(ctx) // relists until ctx ends
+//	for {
+//		select {
+//		case e := <-p.Watch():
+//			// sync pod e.ID; its worker waits for cache.GetNewerThan(...)
+//		case <-ctx.Done():
+//			return
+//		}
+//	}
+//
+// Tests drive it without Start: call Relist(ctx) and read Watch().
+package pleg

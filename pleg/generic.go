@@ -1,0 +1,449 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// GenericPLEG generates pod lifecycle events by relisting the runtime
+// periodically and comparing each listing with the last one it acted on. It
+// assumes, like the kubelet's, that a container is not created, finished and
+// removed within one relist period; the sync loop's periodic resync is the
+// safety net for what it misses.
+type GenericPLEG struct {
+	runtime  RuntimeLister
+	cache    runtime.Cache
+	clock    clock.WithDelayedExecution
+	log      logr.Logger
+	onRelist func(RelistStats)
+
+	parallelism    int
+	inspectTimeout time.Duration
+
+	events chan PodLifecycleEvent
+
+	period, threshold atomic.Int64 // time.Duration
+	periodChanged     chan struct{}
+	running           atomic.Bool
+
+	// lastMu guards lastRelist, the start of the last relist whose GetPods
+	// succeeded.
+	lastMu     sync.Mutex
+	lastRelist time.Time
+
+	// relistMu serializes relists; it guards everything below.
+	relistMu sync.Mutex
+	gen      uint64
+	records  map[types.UID]*podRecord
+	// reinspect holds the pods whose inspection failed in the last relist.
+	reinspect map[types.UID]struct{}
+	// items and buf are reused from relist to relist.
+	items []item
+	buf   []PodLifecycleEvent
+}
+
+// podRecord is what the PLEG remembers of one pod.
+type podRecord struct {
+	// old is the listing of the pod as of the last relist that acted on it;
+	// nil before the first successful inspection.
+	old *runtime.Pod
+	// seen is the generation of the last relist that listed the pod.
+	seen uint64
+}
+
+// item is one pod to act on in a relist: inspect it (or forget it if pod is
+// nil), then send buf[first:last]. Each item is touched by one worker only.
+type item struct {
+	pid         types.UID
+	rec         *podRecord
+	pod         *runtime.Pod
+	first, last int
+
+	ok      bool
+	sent    EventCounts
+	dropped int
+}
+
+// New returns a GenericPLEG for c, or an error wrapping
+// runtime.ErrInvalidConfig. It does not relist until Start or Relist.
+func New(c Config) (*GenericPLEG, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	g := &GenericPLEG{
+		runtime:        c.Runtime,
+		cache:          c.Cache,
+		clock:          c.Clock,
+		log:            c.Log.WithName("pleg"),
+		onRelist:       c.OnRelist,
+		parallelism:    c.InspectParallelism,
+		inspectTimeout: c.InspectTimeout,
+		events:         make(chan PodLifecycleEvent, c.EventChannelCapacity),
+		periodChanged:  make(chan struct{}, 1),
+		records:        make(map[types.UID]*podRecord),
+		reinspect:      make(map[types.UID]struct{}),
+	}
+	g.period.Store(int64(c.RelistPeriod))
+	g.threshold.Store(int64(c.RelistThreshold))
+	return g, nil
+}
+
+// Watch returns the channel of events. It is never closed; one consumer
+// reads it.
+func (g *GenericPLEG) Watch() <-chan PodLifecycleEvent { return g.events }
+
+// SetRelistDuration changes the relist period and the health threshold. A
+// running Start applies the new period at once, counted from the end of the
+// last relist. Both must be positive.
+func (g *GenericPLEG) SetRelistDuration(period, threshold time.Duration) error {
+	if period <= 0 || threshold <= 0 {
+		return fmt.Errorf("pleg: relist period %v and threshold %v must be positive: %w", period, threshold, runtime.ErrInvalidConfig)
+	}
+	g.period.Store(int64(period))
+	g.threshold.Store(int64(threshold))
+	select {
+	case g.periodChanged <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+	return nil
+}
+
+// Healthy reports whether the last successful relist began within the
+// threshold; the error says why not.
+func (g *GenericPLEG) Healthy() (bool, error) {
+	g.lastMu.Lock()
+	last := g.lastRelist
+	g.lastMu.Unlock()
+	if last.IsZero() {
+		return false, errors.New("pleg: no successful relist yet")
+	}
+	threshold := time.Duration(g.threshold.Load())
+	if elapsed := g.clock.Since(last); elapsed > threshold {
+		return false, fmt.Errorf("pleg: last successful relist began %v ago; threshold is %v", elapsed, threshold)
+	}
+	return true, nil
+}
+
+// Start relists at once and then every relist period until ctx ends, and
+// returns nil after the last relist has finished. It blocks: run it in a
+// goroutine of its own. A second Start while one runs returns
+// ErrAlreadyStarted.
+func (g *GenericPLEG) Start(ctx context.Context) error {
+	if !g.running.CompareAndSwap(false, true) {
+		return ErrAlreadyStarted
+	}
+	defer g.running.Store(false)
+	for ctx.Err() == nil {
+		_ = g.Relist(ctx) // logged and reported by relist
+		end := g.clock.Now()
+		for {
+			d := time.Duration(g.period.Load()) - g.clock.Since(end)
+			if d <= 0 {
+				break
+			}
+			t := g.clock.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C():
+			case <-g.periodChanged:
+				t.Stop()
+			}
+		}
+	}
+	return nil
+}
+
+// Relist lists the runtime once, inspects the pods that changed, writes their
+// status to the cache and sends their events. It returns the error of GetPods
+// or ctx's; inspection errors are logged, and those pods are inspected again
+// at the next relist. Relists are serialized.
+func (g *GenericPLEG) Relist(ctx context.Context) error {
+	g.relistMu.Lock()
+	defer g.relistMu.Unlock()
+	st := RelistStats{Timestamp: g.clock.Now()}
+	err := g.relist(ctx, &st)
+	st.Err = err
+	st.Duration = g.clock.Since(st.Timestamp)
+	g.report(&st)
+	return err
+}
+
+func (g *GenericPLEG) report(st *RelistStats) {
+	if g.onRelist == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			g.log.Error(fmt.Errorf("panic: %v", r), "OnRelist hook panicked")
+		}
+	}()
+	g.onRelist(*st)
+}
+
+func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	pods, err := g.runtime.GetPods(ctx, true)
+	if err != nil {
+		g.log.Error(err, "Unable to list pods")
+		return fmt.Errorf("pleg: listing pods: %w", err)
+	}
+	g.lastMu.Lock()
+	g.lastRelist = st.Timestamp
+	g.lastMu.Unlock()
+
+	g.gen++
+	gen := g.gen
+	g.items, g.buf = g.items[:0], g.buf[:0]
+	matched := 0
+	for _, pod := range pods {
+		if pod == nil {
+			continue
+		}
+		countPod(st, pod)
+		rec := g.records[pod.ID]
+		if rec == nil {
+			rec = &podRecord{}
+			g.records[pod.ID] = rec
+		} else if rec.seen == gen {
+			g.log.Error(nil, "Runtime listed a pod twice; ignoring the second", "podUID", pod.ID)
+			continue
+		}
+		rec.seen = gen
+		matched++
+		g.collect(pod.ID, rec, pod)
+	}
+	if matched != len(g.records) { // some pods are gone
+		for pid, rec := range g.records {
+			if rec.seen == gen {
+				continue
+			}
+			if _, re := g.reinspect[pid]; rec.old == nil && !re {
+				delete(g.records, pid) // never acted on: nothing to undo
+				continue
+			}
+			g.collect(pid, rec, nil)
+		}
+	}
+	clear(g.reinspect)
+
+	if len(g.items) > 0 {
+		g.inspectAll(ctx, st.Timestamp)
+	}
+	for i := range g.items {
+		it := &g.items[i]
+		st.Events.add(it.sent)
+		st.Dropped += it.dropped
+		if it.pod != nil {
+			st.Inspected++
+		}
+		switch {
+		case !it.ok:
+			st.InspectErrors++
+			g.reinspect[it.pid] = struct{}{}
+		case it.pod == nil:
+			delete(g.records, it.pid)
+		default:
+			it.rec.old = it.pod
+		}
+		it.rec, it.pod = nil, nil // let the listing be collected
+	}
+	if st.Dropped > 0 {
+		g.log.Error(nil, "Event channel is full; events dropped", "dropped", st.Dropped)
+	}
+	if err := ctx.Err(); err != nil {
+		// Some pods were not inspected; the cache is not current.
+		return err
+	}
+	// Only now is every changed pod in the cache as of the relist's start.
+	g.cache.UpdateTime(st.Timestamp)
+	return nil
+}
+
+func countPod(st *RelistStats, pod *runtime.Pod) {
+	st.Pods++
+	for _, c := range pod.Containers {
+		switch c.State {
+		case runtime.ContainerStateRunning:
+			st.Containers.Running++
+		case runtime.ContainerStateExited:
+			st.Containers.Exited++
+		case runtime.ContainerStateCreated:
+			st.Containers.Created++
+		default:
+			st.Containers.Unknown++
+		}
+	}
+	for _, s := range pod.Sandboxes {
+		if s.State == runtime.ContainerStateRunning {
+			st.RunningPods++
+			break
+		}
+	}
+}
+
+// collect queues pid if its listing changed since rec.old or its last
+// inspection failed. pod is nil for a pod that is no longer listed.
+func (g *GenericPLEG) collect(pid types.UID, rec *podRecord, pod *runtime.Pod) {
+	first := len(g.buf)
+	if !samePod(rec.old, pod) {
+		g.buf = appendEvents(g.buf, pid, rec.old, pod)
+	}
+	if len(g.buf) == first && pod != nil {
+		if _, re := g.reinspect[pid]; !re {
+			return
+		}
+	}
+	g.items = append(g.items, item{pid: pid, rec: rec, pod: pod, first: first, last: len(g.buf)})
+}
+
+// inspectAll acts on every item, with up to g.parallelism at a time.
+func (g *GenericPLEG) inspectAll(ctx context.Context, ts time.Time) {
+	workers := min(g.parallelism, len(g.items))
+	if workers <= 1 {
+		for i := range g.items {
+			g.process(ctx, &g.items[i], ts)
+		}
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(g.items) {
+				return
+			}
+			g.process(ctx, &g.items[i], ts)
+		}
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// process inspects one pod, writes the cache and sends the pod's events.
+func (g *GenericPLEG) process(ctx context.Context, it *item, ts time.Time) {
+	if it.pod == nil {
+		g.log.V(4).Info("Pod is gone; deleting its status", "podUID", it.pid)
+		g.cache.Delete(it.pid)
+		it.ok = true
+		g.send(it, nil)
+		return
+	}
+	status, err := g.inspect(ctx, it.pod)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: the error says nothing about the pod
+		}
+		g.log.Error(err, "Unable to inspect pod; ignoring its events until the next relist", "pod", podRef(it.pod))
+		if status == nil {
+			status = &runtime.PodStatus{ID: it.pid, Name: it.pod.Name, Namespace: it.pod.Namespace}
+		}
+		g.cache.Set(it.pid, status, err, ts)
+		return
+	}
+	status = g.keepIPs(it.pid, status)
+	g.cache.Set(it.pid, status, nil, ts)
+	it.ok = true
+	g.send(it, status)
+}
+
+// inspect calls GetPodStatus, bounded by the inspection timeout. A panic in
+// the runtime becomes an error, since it runs on the PLEG's goroutine.
+func (g *GenericPLEG) inspect(ctx context.Context, pod *runtime.Pod) (status *runtime.PodStatus, err error) {
+	ictx, cancel := context.WithCancelCause(ctx)
+	timer := g.clock.AfterFunc(g.inspectTimeout, func() { cancel(ErrInspectionTimeout) })
+	defer func() {
+		timer.Stop()
+		if r := recover(); r != nil {
+			status, err = nil, fmt.Errorf("pleg: GetPodStatus panicked: %v", r)
+		}
+		if err != nil && errors.Is(context.Cause(ictx), ErrInspectionTimeout) {
+			err = fmt.Errorf("%w after %v: %w", ErrInspectionTimeout, g.inspectTimeout, err)
+		}
+		cancel(nil)
+	}()
+	status, err = g.runtime.GetPodStatus(ictx, pod.ID, pod.Name, pod.Namespace)
+	if err == nil && status == nil {
+		err = errors.New("pleg: runtime returned no status and no error")
+	}
+	return status, err
+}
+
+// keepIPs keeps the cached IPs of a pod whose new status has none and no
+// ready sandbox: a pod being torn down may be inspected after its network is
+// gone, but its API status should keep the IPs it had.
+func (g *GenericPLEG) keepIPs(pid types.UID, status *runtime.PodStatus) *runtime.PodStatus {
+	if len(status.IPs) != 0 {
+		return status
+	}
+	for _, s := range status.SandboxStatuses {
+		if s.State == runtime.SandboxStateReady {
+			return status
+		}
+	}
+	old, err := g.cache.Get(pid)
+	if err != nil || old == nil || len(old.IPs) == 0 {
+		return status
+	}
+	kept := *status // the runtime's object stays as it was
+	kept.IPs = old.IPs
+	return &kept
+}
+
+// send sends the item's events without blocking; ContainerChanged is
+// dropped silently, as the kubelet does: no consumer relies on it.
+func (g *GenericPLEG) send(it *item, status *runtime.PodStatus) {
+	for _, e := range g.buf[it.first:it.last] {
+		if e.Type == ContainerChanged {
+			continue
+		}
+		select {
+		case g.events <- e:
+			switch e.Type {
+			case ContainerStarted:
+				it.sent.Started++
+			case ContainerDied:
+				it.sent.Died++
+			case ContainerRemoved:
+				it.sent.Removed++
+			}
+		default:
+			it.dropped++
+		}
+		if e.Type == ContainerDied && status != nil {
+			if v := g.log.V(2); v.Enabled() {
+				for _, c := range status.ContainerStatuses {
+					if c.ID.String() == e.ContainerID {
+						v.Info("Container finished", "pod", podRef(it.pod), "containerID", e.ContainerID, "exitCode", c.ExitCode)
+						break
+					}
+				}
+			}
+		}
+	}
+}
+
+func podRef(p *runtime.Pod) string {
+	if p == nil {
+		return ""
+	}
+	return p.Namespace + "/" + p.Name
+}
