@@ -1,0 +1,337 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// guard bounds a blocking receive in a test so that a broken PLEG fails the
+// test instead of hanging it; it asserts nothing about speed.
+const guard = 30 * time.Second
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(guard):
+		require.FailNow(t, "timed out waiting for "+what)
+		panic("unreachable")
+	}
+}
+
+func TestHungInspectionDoesNotDelayOtherPods(t *testing.T) {
+	const timeout = 30 * time.Second
+	tp := newTestPLEG(t, func(c *Config) {
+		c.InspectParallelism = 2
+		c.InspectTimeout = timeout
+	})
+	entered := make(chan struct{})
+	tp.lister.statusFn = func(ctx context.Context, uid types.UID) (*runtime.PodStatus, error) {
+		if uid == "hung" {
+			close(entered)
+			<-ctx.Done() // a runtime that never answers but honours ctx
+			return nil, ctx.Err()
+		}
+		return statusOf(uid, pod(uid, ctr("c-"+string(uid), cRunning))), nil
+	}
+	tp.lister.setPods(
+		pod("hung", ctr("c-hung", cRunning)),
+		pod("a", ctr("c-a", cRunning)),
+		pod("b", ctr("c-b", cRunning)),
+		pod("c", ctr("c-c", cRunning)),
+	)
+	done := make(chan error, 1)
+	go func() { done <- tp.Relist(context.Background()) }()
+
+	// The fake clock has not moved, so the hung call's timeout has not fired:
+	// the other pods' events must arrive while it still hangs.
+	var got []PodLifecycleEvent
+	for range 3 {
+		got = append(got, recv(t, tp.Watch(), "events of the pods that answer"))
+	}
+	sortEvents(got)
+	assert.Equal(t, events(
+		ev("a", ContainerStarted, "c-a"),
+		ev("b", ContainerStarted, "c-b"),
+		ev("c", ContainerStarted, "c-c"),
+	), got)
+	recv(t, entered, "the hung inspection to start")
+	select {
+	case <-done:
+		require.FailNow(t, "relist returned while an inspection hangs and its timeout has not passed")
+	default:
+	}
+
+	tp.clock.Step(timeout)
+	require.NoError(t, recv(t, done, "the relist to end after the inspection timeout"))
+	assert.Empty(t, drain(tp.Watch()), "no events for the pod that timed out")
+	_, err := tp.cache.Get("hung")
+	assert.ErrorIs(t, err, ErrInspectionTimeout)
+	assert.ErrorIs(t, err, context.Canceled)
+	st := tp.lastStats()
+	assert.Equal(t, 4, st.Inspected)
+	assert.Equal(t, 1, st.InspectErrors)
+
+	// Next relist: only the timed-out pod is inspected, and now it answers.
+	tp.lister.statusFn = nil
+	tp.lister.takeCalls()
+	tp.relist(t)
+	assert.Equal(t, []types.UID{"hung"}, tp.lister.takeCalls())
+	assert.Equal(t, events(ev("hung", ContainerStarted, "c-hung")), drain(tp.Watch()))
+}
+
+func TestInspectionRunsInParallelUpToTheLimit(t *testing.T) {
+	const parallelism, pods = 4, 12
+	tp := newTestPLEG(t, func(c *Config) { c.InspectParallelism = parallelism })
+	var (
+		mu               sync.Mutex
+		inflight, max, n int
+		allIn            = make(chan struct{})
+		ctx, cancel      = context.WithCancel(context.Background())
+		listed           []*runtime.Pod
+		wantEvents       []PodLifecycleEvent
+	)
+	defer cancel()
+	tp.lister.statusFn = func(ctx context.Context, uid types.UID) (*runtime.PodStatus, error) {
+		mu.Lock()
+		inflight++
+		n++
+		max = maxInt(max, inflight)
+		if n == parallelism {
+			close(allIn) // the first calls wait until parallelism of them run
+		}
+		mu.Unlock()
+		select {
+		case <-allIn:
+		case <-ctx.Done():
+		}
+		mu.Lock()
+		inflight--
+		mu.Unlock()
+		return statusOf(uid, pod(uid, ctr("c-"+string(uid), cRunning))), ctx.Err()
+	}
+	for i := range pods {
+		uid := types.UID(fmt.Sprintf("pod-%02d", i))
+		listed = append(listed, pod(uid, ctr("c-"+string(uid), cRunning)))
+		wantEvents = append(wantEvents, ev(uid, ContainerStarted, "c-"+string(uid)))
+	}
+	tp.lister.setPods(listed...)
+	done := make(chan error, 1)
+	go func() { done <- tp.Relist(ctx) }()
+	require.NoError(t, recv(t, done, "the relist (a serial inspection would wait forever)"))
+
+	assert.Equal(t, parallelism, max, "never more than InspectParallelism calls at once")
+	assert.Equal(t, events(wantEvents...), drain(tp.Watch()))
+	for _, p := range listed {
+		s, err := tp.cache.Get(p.ID)
+		require.NoError(t, err)
+		assert.Equal(t, p.ID, s.ID)
+	}
+	assert.Equal(t, pods, tp.lastStats().Events.Started)
+}
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func TestPanickingInspectionIsAnErrorForThatPodOnly(t *testing.T) {
+	tp := newTestPLEG(t, nil)
+	tp.lister.statusFn = func(ctx context.Context, uid types.UID) (*runtime.PodStatus, error) {
+		if uid == "bad" {
+			panic("runtime bug")
+		}
+		return statusOf(uid, pod(uid, ctr("c-"+string(uid), cRunning))), nil
+	}
+	tp.lister.setPods(pod("bad", ctr("c-bad", cRunning)), pod("good", ctr("c-good", cRunning)))
+	tp.relist(t)
+	assert.Equal(t, events(ev("good", ContainerStarted, "c-good")), drain(tp.Watch()))
+	_, err := tp.cache.Get("bad")
+	assert.ErrorContains(t, err, "runtime bug")
+	assert.Equal(t, 1, tp.lastStats().InspectErrors)
+}
+
+func TestCancelledRelistLeavesCacheTimeAndReinspects(t *testing.T) {
+	tp := newTestPLEG(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	tp.lister.statusFn = func(ictx context.Context, uid types.UID) (*runtime.PodStatus, error) {
+		cancel() // the PLEG is stopped while inspecting
+		<-ictx.Done()
+		return nil, ictx.Err()
+	}
+	tp.lister.setPods(pod("p", ctr("c", cRunning)))
+	t0 := tp.clock.Now()
+	require.ErrorIs(t, tp.Relist(ctx), context.Canceled)
+	assert.Empty(t, drain(tp.Watch()))
+	_, err := tp.cache.Get("p")
+	assert.NoError(t, err, "shutting down is not the pod's error")
+	expired, stop := context.WithCancel(context.Background())
+	stop()
+	_, err = tp.cache.GetNewerThan(expired, "p", t0.Add(-time.Nanosecond))
+	assert.ErrorIs(t, err, context.Canceled, "the cache time was not advanced")
+
+	tp.lister.statusFn = nil
+	tp.relist(t)
+	assert.Equal(t, events(ev("p", ContainerStarted, "c")), drain(tp.Watch()), "the pod is inspected at the next relist")
+}
+
+func TestCacheIsStampedWithRelistStartAndWaitersWake(t *testing.T) {
+	tp := newTestPLEG(t, nil)
+	tp.lister.setPods(pod("steady", ctr("s", cRunning)), pod("p", ctr("c", cRunning)))
+	tp.relist(t)
+	drain(tp.Watch())
+
+	tp.clock.Step(time.Second)
+	t1 := tp.clock.Now()
+	waiter := make(chan error, 1)
+	waiting := make(chan struct{})
+	go func() {
+		close(waiting)
+		_, err := tp.cache.GetNewerThan(context.Background(), "steady", t1.Add(-time.Nanosecond))
+		waiter <- err
+	}()
+	<-waiting
+
+	// Inspection takes 5s; the status must still be stamped with t1.
+	tp.lister.statusFn = func(ctx context.Context, uid types.UID) (*runtime.PodStatus, error) {
+		tp.clock.Step(5 * time.Second)
+		return statusOf(uid, pod(uid, ctr("c", cExited))), nil
+	}
+	tp.lister.setPods(pod("steady", ctr("s", cRunning)), pod("p", ctr("c", cExited)))
+	tp.relist(t)
+	assert.Equal(t, events(ev("p", ContainerDied, "c")), drain(tp.Watch()))
+	require.NoError(t, recv(t, waiter, "UpdateTime to wake the waiter of an unchanged pod"))
+
+	expired, stop := context.WithCancel(context.Background())
+	stop()
+	s, err := tp.cache.GetNewerThan(expired, "p", t1.Add(-time.Nanosecond))
+	require.NoError(t, err)
+	assert.Equal(t, cExited, s.ContainerStatuses[0].State)
+	_, err = tp.cache.GetNewerThan(expired, "p", t1)
+	assert.ErrorIs(t, err, context.Canceled, "not stamped later than the relist's start")
+}
+
+func TestStartRelistsEveryPeriodUntilCancelled(t *testing.T) {
+	relisted := make(chan struct{}, 10)
+	tp := newTestPLEG(t, func(c *Config) {
+		c.RelistPeriod = time.Second
+		c.OnRelist = func(RelistStats) { relisted <- struct{}{} }
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tp.Start(ctx) }()
+
+	recv(t, relisted, "the relist at start")
+	for range 2 {
+		require.Eventually(t, tp.clock.HasWaiters, guard, time.Millisecond)
+		tp.clock.Step(time.Second)
+		recv(t, relisted, "a relist one period later")
+	}
+	assert.ErrorIs(t, tp.Start(ctx), ErrAlreadyStarted)
+	cancel()
+	assert.NoError(t, recv(t, done, "Start to return"))
+	ok, _ := tp.Healthy()
+	assert.True(t, ok)
+}
+
+func TestShorterRelistPeriodAppliesWhileRunning(t *testing.T) {
+	lists := make(chan struct{}, 100)
+	tp := newTestPLEG(t, func(c *Config) {
+		c.RelistPeriod = time.Hour
+		c.OnRelist = func(RelistStats) { lists <- struct{}{} }
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tp.Start(ctx) }()
+	recv(t, lists, "the relist at start")
+
+	require.NoError(t, tp.SetRelistDuration(time.Second, time.Minute))
+	// Step in seconds until the next relist. With the old period this would
+	// take 3,600 steps; the bound below allows far fewer.
+	steps := 0
+	require.Eventually(t, func() bool {
+		select {
+		case <-lists:
+			return true
+		default:
+			steps++
+			tp.clock.Step(time.Second)
+			return false
+		}
+	}, guard, time.Millisecond)
+	assert.Less(t, steps, 3600)
+	cancel()
+	assert.NoError(t, recv(t, done, "Start to return"))
+}
+
+func TestNewValidatesAndDefaults(t *testing.T) {
+	lister, cache := &scriptedLister{}, runtime.NewCache()
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"runtime is required", func(c *Config) { c.Runtime = nil }},
+		{"cache is required", func(c *Config) { c.Cache = nil }},
+		{"negative relist period", func(c *Config) { c.RelistPeriod = -1 }},
+		{"negative threshold", func(c *Config) { c.RelistThreshold = -1 }},
+		{"negative channel capacity", func(c *Config) { c.EventChannelCapacity = -1 }},
+		{"negative parallelism", func(c *Config) { c.InspectParallelism = -1 }},
+		{"negative inspection timeout", func(c *Config) { c.InspectTimeout = -1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Config{Runtime: lister, Cache: cache}
+			tc.mod(&c)
+			_, err := New(c)
+			assert.ErrorIs(t, err, runtime.ErrInvalidConfig)
+		})
+	}
+
+	g, err := New(Config{Runtime: lister, Cache: cache})
+	require.NoError(t, err)
+	assert.Equal(t, DefaultRelistPeriod, time.Duration(g.period.Load()))
+	assert.Equal(t, DefaultRelistThreshold, time.Duration(g.threshold.Load()))
+	assert.Equal(t, DefaultEventChannelCapacity, cap(g.events))
+	assert.Equal(t, DefaultInspectParallelism, g.parallelism)
+	assert.Equal(t, DefaultInspectTimeout, g.inspectTimeout)
+	assert.NotNil(t, g.clock)
+
+	assert.ErrorIs(t, g.SetRelistDuration(0, time.Minute), runtime.ErrInvalidConfig)
+	assert.ErrorIs(t, g.SetRelistDuration(time.Second, -1), runtime.ErrInvalidConfig)
+	assert.Equal(t, DefaultRelistPeriod, time.Duration(g.period.Load()), "a rejected change changes nothing")
+}
+
+func TestOnRelistPanicDoesNotEscape(t *testing.T) {
+	tp := newTestPLEG(t, func(c *Config) { c.OnRelist = func(RelistStats) { panic("metrics bug") } })
+	tp.lister.setPods(pod("p", ctr("c", cRunning)))
+	assert.NotPanics(t, func() { tp.relist(t) })
+	assert.Len(t, drain(tp.Watch()), 1)
+}
+
+func TestListErrorIsReturnedAndChangesNothing(t *testing.T) {
+	tp := newTestPLEG(t, nil)
+	tp.lister.setPods(pod("p", ctr("c", cRunning)))
+	tp.relist(t)
+	drain(tp.Watch())
+	listErr := errors.New("runtime down")
+	tp.lister.mu.Lock()
+	tp.lister.listErr = listErr
+	tp.lister.mu.Unlock()
+	assert.ErrorIs(t, tp.Relist(context.Background()), listErr)
+	assert.Empty(t, drain(tp.Watch()), "a failed listing is not an empty one")
+	s, err := tp.cache.Get("p")
+	require.NoError(t, err)
+	assert.Equal(t, types.UID("p"), s.ID)
+}
