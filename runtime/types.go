@@ -123,6 +123,10 @@ type ContainerStatus struct {
 	// RestartCount is how often a container of this name was restarted in
 	// this pod before this instance was created.
 	RestartCount int
+	// SandboxID is the sandbox the container was created in. Empty when the
+	// runtime has no sandboxes or cannot tell; ComputePodActions then takes
+	// the container to belong to the current sandbox.
+	SandboxID string
 }
 
 // SandboxStatus is the status of one pod sandbox.
