@@ -110,11 +110,7 @@ type EventCounts struct {
 	Started, Died, Removed int
 }
 
-func (c *EventCounts) add(o EventCounts) {
-	c.Started += o.Started
-	c.Died += o.Died
-	c.Removed += o.Removed
-}
+func (c ContainerCounts) total() int { return c.Created + c.Running + c.Exited + c.Unknown }
 
 // withDefaults fills the defaults of c and validates it.
 func (c Config) withDefaults() (Config, error) {

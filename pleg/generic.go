@@ -67,11 +67,23 @@ type item struct {
 	pid         types.UID
 	rec         *podRecord
 	pod         *runtime.Pod
-	first, last int
+	first, last int32
 
 	ok      bool
-	sent    EventCounts
-	dropped int
+	sent    [3]int32 // by eventIndex
+	dropped int32
+}
+
+// eventIndex numbers the event types item.sent counts.
+func eventIndex(t PodLifeCycleEventType) int {
+	switch t {
+	case ContainerStarted:
+		return 0
+	case ContainerDied:
+		return 1
+	default:
+		return 2
+	}
 }
 
 // New returns a GenericPLEG for c, or an error wrapping
@@ -209,15 +221,33 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 	g.gen++
 	gen := g.gen
 	g.items, g.buf = g.items[:0], g.buf[:0]
+	sandboxes := 0
+	for _, pod := range pods {
+		if pod != nil {
+			countPod(st, pod)
+			sandboxes += len(pod.Sandboxes)
+		}
+	}
+	var slab []podRecord
+	if len(g.records) == 0 && st.Pods > 0 {
+		// First relist: every pod is new. Size for it instead of growing.
+		slab = make([]podRecord, st.Pods)
+		g.records = make(map[types.UID]*podRecord, st.Pods)
+		g.items = make([]item, 0, st.Pods)
+		g.buf = make([]PodLifecycleEvent, 0, st.Containers.total()+sandboxes)
+	}
 	matched := 0
 	for _, pod := range pods {
 		if pod == nil {
 			continue
 		}
-		countPod(st, pod)
 		rec := g.records[pod.ID]
 		if rec == nil {
-			rec = &podRecord{}
+			if len(slab) > 0 {
+				rec, slab = &slab[0], slab[1:]
+			} else {
+				rec = &podRecord{}
+			}
 			g.records[pod.ID] = rec
 		} else if rec.seen == gen {
 			g.log.Error(nil, "Runtime listed a pod twice; ignoring the second", "podUID", pod.ID)
@@ -246,8 +276,10 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 	}
 	for i := range g.items {
 		it := &g.items[i]
-		st.Events.add(it.sent)
-		st.Dropped += it.dropped
+		st.Events.Started += int(it.sent[0])
+		st.Events.Died += int(it.sent[1])
+		st.Events.Removed += int(it.sent[2])
+		st.Dropped += int(it.dropped)
 		if it.pod != nil {
 			st.Inspected++
 		}
@@ -308,7 +340,7 @@ func (g *GenericPLEG) collect(pid types.UID, rec *podRecord, pod *runtime.Pod) {
 			return
 		}
 	}
-	g.items = append(g.items, item{pid: pid, rec: rec, pod: pod, first: first, last: len(g.buf)})
+	g.items = append(g.items, item{pid: pid, rec: rec, pod: pod, first: int32(first), last: int32(len(g.buf))})
 }
 
 // inspectAll acts on every item, with up to g.parallelism at a time.
@@ -359,7 +391,9 @@ func (g *GenericPLEG) process(ctx context.Context, it *item, ts time.Time) {
 		g.cache.Set(it.pid, status, err, ts)
 		return
 	}
-	status = g.keepIPs(it.pid, status)
+	if it.rec.old != nil { // else no status of ours is cached to keep IPs from
+		status = g.keepIPs(it.pid, status)
+	}
 	g.cache.Set(it.pid, status, nil, ts)
 	it.ok = true
 	g.send(it, status)
@@ -417,14 +451,7 @@ func (g *GenericPLEG) send(it *item, status *runtime.PodStatus) {
 		}
 		select {
 		case g.events <- e:
-			switch e.Type {
-			case ContainerStarted:
-				it.sent.Started++
-			case ContainerDied:
-				it.sent.Died++
-			case ContainerRemoved:
-				it.sent.Removed++
-			}
+			it.sent[eventIndex(e.Type)]++
 		default:
 			it.dropped++
 		}
