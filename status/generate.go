@@ -1,0 +1,600 @@
+package status
+
+import (
+	"net"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/podutil"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Waiting reasons the generator sets, as in the kubelet.
+const (
+	ContainerCreating = "ContainerCreating"
+	PodInitializing   = "PodInitializing"
+	// ContainerStatusUnknown marks a container the runtime lost track of.
+	ContainerStatusUnknown = "ContainerStatusUnknown"
+)
+
+const (
+	lostMessageTerminated = "The container could not be located when the pod was terminated"
+	lostMessageDeleted    = "The container could not be located when the pod was deleted.  The container used to be Running"
+	// lostExitCode is what a lost container is reported to have exited with.
+	lostExitCode = 137
+)
+
+// GenerateOptions carries what GeneratePodStatus needs besides the pod and
+// the runtime's view of it.
+type GenerateOptions struct {
+	// Reasons tells why containers last failed to start; nil means no
+	// reasons are known (containers then wait without a reason).
+	Reasons *ReasonCache
+	// HostIPs are the node's IPs, primary first. They fill HostIP and
+	// HostIPs, and PodIP(s) of host-network pods. Empty leaves them unset.
+	HostIPs []string
+	// PodIsTerminal says the pod worker is done with the pod: its
+	// containers will not be restarted whatever the restart policy, so a pod
+	// whose containers have all stopped is Succeeded or Failed.
+	PodIsTerminal bool
+}
+
+// GeneratePodStatus computes the API status of pod from the runtime's status
+// of it, as the kubelet's generateAPIPodStatus does: phase, the conditions the
+// agent owns (PodReadyToStartContainers, Initialized, Ready, ContainersReady,
+// PodScheduled; others' conditions are kept from pod.Status), container
+// statuses with state, last state, readiness, restart count, image and IDs,
+// waiting reasons from opts.Reasons, pod and host IPs, and start time.
+//
+// old is the previous status of the pod, normally the status manager's
+// (Manager.GetPodStatus); nil means pod.Status. A container with a
+// readiness or startup probe keeps the Ready or Started that old has for the
+// same container ID (the prober sets them through the Manager); one without
+// is ready and started while running. Transition times of conditions are
+// left for the Manager to set. The result may share memory with old.
+func GeneratePodStatus(pod *v1.Pod, rs *runtime.PodStatus, old *v1.PodStatus, opts GenerateOptions) v1.PodStatus {
+	if old == nil {
+		old = &pod.Status
+	}
+	if rs == nil {
+		rs = &runtime.PodStatus{}
+	}
+	var s v1.PodStatus
+
+	if n := len(rs.IPs); n > 0 {
+		s.PodIPs = make([]v1.PodIP, n)
+		for i, ip := range rs.IPs {
+			s.PodIPs[i].IP = ip
+		}
+		s.PodIP = rs.IPs[0]
+	}
+	switch {
+	case old.QOSClass != "":
+		s.QOSClass = old.QOSClass
+	case pod.Status.QOSClass != "":
+		s.QOSClass = pod.Status.QOSClass
+	default:
+		s.QOSClass = podQOS(&pod.Spec)
+	}
+
+	g := generator{pod: pod, rs: rs, reasons: opts.Reasons, hasInit: len(pod.Spec.InitContainers) > 0}
+	s.InitContainerStatuses = g.containerStatuses(old.InitContainerStatuses, pod.Spec.InitContainers, kindInit)
+	s.ContainerStatuses = g.containerStatuses(old.ContainerStatuses, pod.Spec.Containers, kindRegular)
+	if n := len(pod.Spec.EphemeralContainers); n > 0 {
+		specs := make([]v1.Container, n)
+		for i := range pod.Spec.EphemeralContainers {
+			specs[i] = v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		}
+		s.EphemeralContainerStatuses = g.containerStatuses(old.EphemeralContainerStatuses, specs, kindEphemeral)
+	}
+
+	s.Phase = getPhase(pod, s.InitContainerStatuses, s.ContainerStatuses, opts.PodIsTerminal, activeRegularContainerStarted(&pod.Spec, rs))
+	// A terminal phase the manager or the apiserver already has is kept.
+	if !isTerminalPhase(s.Phase) {
+		switch {
+		case isTerminalPhase(old.Phase):
+			s.Phase = old.Phase
+		case isTerminalPhase(pod.Status.Phase):
+			s.Phase = pod.Status.Phase
+		}
+	}
+	if isTerminalPhase(pod.Status.Phase) && s.Phase != pod.Status.Phase {
+		s.Phase = pod.Status.Phase
+	}
+	if s.Phase == old.Phase {
+		// The reason and message belong to the phase.
+		s.Reason, s.Message = old.Reason, old.Message
+		if s.Reason == "" {
+			s.Reason = pod.Status.Reason
+		}
+		if s.Message == "" {
+			s.Message = pod.Status.Message
+		}
+	}
+
+	s.Conditions = make([]v1.PodCondition, 0, len(pod.Status.Conditions)+5)
+	for _, c := range pod.Status.Conditions {
+		if !ownedByAgent(c.Type) {
+			s.Conditions = append(s.Conditions, c)
+		}
+	}
+	if _, c := findCondition(old.Conditions, v1.DisruptionTarget); c != nil {
+		s.Conditions = setCondition(s.Conditions, *c)
+	}
+	ready := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse}
+	if sandboxReady(pod, rs) {
+		ready.Status = v1.ConditionTrue
+	}
+	s.Conditions = append(s.Conditions, ready,
+		initializedCondition(&pod.Spec, s.InitContainerStatuses, s.ContainerStatuses, s.Phase),
+		podReadyCondition(&pod.Spec, s.Conditions, s.InitContainerStatuses, s.ContainerStatuses, s.Phase),
+		containersReadyCondition(&pod.Spec, s.InitContainerStatuses, s.ContainerStatuses, s.Phase),
+		v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue})
+
+	if len(opts.HostIPs) > 0 {
+		s.HostIP = opts.HostIPs[0]
+		s.HostIPs = make([]v1.HostIP, len(opts.HostIPs))
+		for i, ip := range opts.HostIPs {
+			s.HostIPs[i].IP = ip
+		}
+		if pod.Spec.HostNetwork {
+			if s.PodIP == "" {
+				s.PodIP = opts.HostIPs[0]
+				s.PodIPs = []v1.PodIP{{IP: s.PodIP}}
+			}
+			if len(opts.HostIPs) == 2 && len(s.PodIPs) == 1 && isIPv4(s.PodIPs[0].IP) != isIPv4(opts.HostIPs[1]) {
+				s.PodIPs = append(s.PodIPs, v1.PodIP{IP: opts.HostIPs[1]})
+			}
+		}
+	}
+
+	switch {
+	case old.StartTime != nil && !old.StartTime.IsZero():
+		t := *old.StartTime
+		s.StartTime = &t
+	case pod.Status.StartTime != nil && !pod.Status.StartTime.IsZero():
+		t := *pod.Status.StartTime
+		s.StartTime = &t
+	}
+	return s
+}
+
+func isIPv4(ip string) bool {
+	p := net.ParseIP(ip)
+	return p != nil && p.To4() != nil
+}
+
+type containerKind int
+
+const (
+	kindRegular containerKind = iota
+	kindInit
+	kindEphemeral
+)
+
+type generator struct {
+	pod     *v1.Pod
+	rs      *runtime.PodStatus
+	reasons *ReasonCache
+	hasInit bool
+}
+
+// containerStatuses converts the runtime's statuses of containers (one kind
+// of the pod's containers) to API statuses, as the kubelet's
+// convertToAPIContainerStatuses does, and sets Ready and Started.
+func (g *generator) containerStatuses(prev []v1.ContainerStatus, containers []v1.Container, kind containerKind) []v1.ContainerStatus {
+	if len(containers) == 0 {
+		return nil
+	}
+	defaultReason := ContainerCreating
+	if g.hasInit {
+		defaultReason = PodInitializing
+	}
+	out := make([]v1.ContainerStatus, len(containers))
+	// One allocation for every default waiting state and Started flag.
+	waits := make([]v1.ContainerStateWaiting, len(containers))
+	started := make([]bool, len(containers))
+
+	for i := range containers {
+		c := &containers[i]
+		waits[i].Reason = defaultReason
+		st := v1.ContainerStatus{Name: c.Name, Image: c.Image, State: v1.ContainerState{Waiting: &waits[i]}}
+		if old := findContainerStatus(prev, c.Name); old != nil {
+			if old.State.Terminated != nil {
+				st = *old
+			} else {
+				st.RestartCount = old.RestartCount
+				st.LastTerminationState = old.LastTerminationState
+			}
+		}
+		out[i] = st
+	}
+
+	for i := range containers {
+		c := &containers[i]
+		newest, previous := latestTwo(g.rs, c.Name)
+		old := findContainerStatus(prev, c.Name)
+		if newest == nil {
+			// A container that was running and has vanished from the runtime
+			// did stop, even though nobody saw its exit: say so rather than
+			// showing it as never started.
+			if old == nil || old.State.Terminated != nil || old.State.Running == nil {
+				continue
+			}
+			st := &out[i]
+			if st.State.Waiting == nil || st.State.Waiting.Reason != defaultReason || st.LastTerminationState.Terminated != nil {
+				continue
+			}
+			st.LastTerminationState.Terminated = &v1.ContainerStateTerminated{
+				Reason: ContainerStatusUnknown, Message: lostMessageDeleted, ExitCode: lostExitCode,
+			}
+			if g.pod.DeletionTimestamp == nil {
+				st.RestartCount++
+			}
+			continue
+		}
+		st := convertContainerStatus(newest, old)
+		switch {
+		case previous != nil:
+			st.LastTerminationState = convertContainerStatus(previous, old).State
+		case old != nil && old.ContainerID == st.ContainerID:
+			// The previous instance was garbage collected; what we knew of
+			// it for this same instance still holds.
+			st.LastTerminationState = old.LastTerminationState
+		}
+		out[i] = st
+	}
+
+	if kind != kindEphemeral && g.reasons != nil {
+		for i := range containers {
+			c := &containers[i]
+			if kind == kindInit {
+				// An init container that succeeded is never started again.
+				if s := g.rs.FindContainerStatusByName(c.Name); s != nil && s.State == runtime.ContainerStateExited && s.ExitCode == 0 {
+					continue
+				}
+			}
+			if !shouldRestart(c, g.pod, g.rs) {
+				continue
+			}
+			reason, msg, ok := g.reasons.Get(g.pod.UID, c.Name)
+			if !ok {
+				continue
+			}
+			st := &out[i]
+			if st.State.Terminated != nil {
+				st.LastTerminationState = st.State
+			}
+			waits[i] = v1.ContainerStateWaiting{Reason: reason, Message: msg}
+			st.State = v1.ContainerState{Waiting: &waits[i]}
+		}
+	}
+
+	if kind != kindEphemeral {
+		for i := range containers {
+			setProbeResults(&containers[i], &out[i], findContainerStatus(prev, containers[i].Name), kind, &started[i])
+		}
+	}
+	if kind == kindRegular {
+		slices.SortFunc(out, func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return out
+}
+
+// setProbeResults sets Started and Ready as the kubelet's prober does. A
+// probe's verdict is carried over from the old status of the same container
+// instance; without the probe, running means started and ready.
+func setProbeResults(c *v1.Container, st, old *v1.ContainerStatus, kind containerKind, started *bool) {
+	sameInstance := old != nil && old.ContainerID != "" && old.ContainerID == st.ContainerID
+	running := st.State.Running != nil
+	*started = running && (c.StartupProbe == nil || (sameInstance && old.Started != nil && *old.Started))
+	st.Started = started
+	if kind == kindInit && !isRestartableInit(c) {
+		st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
+		return
+	}
+	st.Ready = *started && (c.ReadinessProbe == nil || (sameInstance && old.Ready))
+}
+
+// convertContainerStatus converts one container instance.
+func convertContainerStatus(cs *runtime.ContainerStatus, old *v1.ContainerStatus) v1.ContainerStatus {
+	cid := cs.ID.String()
+	st := v1.ContainerStatus{
+		Name:         cs.Name,
+		RestartCount: int32(cs.RestartCount),
+		Image:        cs.Image,
+		ImageID:      cs.ImageID,
+		ContainerID:  cid,
+	}
+	if old != nil {
+		st.VolumeMounts = old.VolumeMounts
+	}
+	switch {
+	case cs.State == runtime.ContainerStateRunning:
+		st.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cs.StartedAt)}
+	case cs.State == runtime.ContainerStateExited:
+		st.State.Terminated = &v1.ContainerStateTerminated{
+			ExitCode:    int32(cs.ExitCode),
+			Reason:      cs.Reason,
+			Message:     cs.Message,
+			StartedAt:   metav1.NewTime(cs.StartedAt),
+			FinishedAt:  metav1.NewTime(cs.FinishedAt),
+			ContainerID: cid,
+		}
+	case cs.State == runtime.ContainerStateUnknown && old != nil && old.State.Running != nil:
+		// It ran and the runtime lost it: it did not "never run", which
+		// would let a run-once pod run twice.
+		st.State.Terminated = &v1.ContainerStateTerminated{
+			Reason: ContainerStatusUnknown, Message: lostMessageTerminated, ExitCode: lostExitCode,
+		}
+		st.RestartCount = old.RestartCount + 1
+	default:
+		// Created, or unknown without evidence that it ran.
+		st.State.Waiting = &v1.ContainerStateWaiting{}
+	}
+	return st
+}
+
+// latestTwo returns the newest and the one before of the named container's
+// instances.
+func latestTwo(rs *runtime.PodStatus, name string) (newest, previous *runtime.ContainerStatus) {
+	for _, cs := range rs.ContainerStatuses {
+		if cs == nil || cs.Name != name {
+			continue
+		}
+		switch {
+		case newest == nil:
+			newest = cs
+		case cs.CreatedAt.After(newest.CreatedAt):
+			newest, previous = cs, newest
+		case previous == nil || cs.CreatedAt.After(previous.CreatedAt):
+			previous = cs
+		}
+	}
+	return newest, previous
+}
+
+// shouldRestart reports whether the runtime will start the container again,
+// as the kubelet's ShouldContainerBeRestarted.
+func shouldRestart(c *v1.Container, pod *v1.Pod, rs *runtime.PodStatus) bool {
+	if pod.DeletionTimestamp != nil {
+		return false
+	}
+	s := rs.FindContainerStatusByName(c.Name)
+	if s == nil {
+		return true
+	}
+	switch s.State {
+	case runtime.ContainerStateRunning:
+		return false
+	case runtime.ContainerStateUnknown, runtime.ContainerStateCreated:
+		return true
+	}
+	policy := pod.Spec.RestartPolicy
+	if c.RestartPolicy != nil {
+		policy = v1.RestartPolicy(*c.RestartPolicy)
+	}
+	switch policy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return s.ExitCode != 0
+	}
+	return true
+}
+
+// activeRegularContainerStarted reports whether a regular container was
+// created in the pod's current sandbox (any sandbox, for runtimes without
+// sandboxes): then the pod has been initialized in this sandbox.
+func activeRegularContainerStarted(spec *v1.PodSpec, rs *runtime.PodStatus) bool {
+	var since *runtime.SandboxStatus
+	for _, sb := range rs.SandboxStatuses {
+		if sb != nil && (since == nil || sb.CreatedAt.After(since.CreatedAt)) {
+			since = sb
+		}
+	}
+	for _, cs := range rs.ContainerStatuses {
+		if cs == nil || (since != nil && cs.CreatedAt.Before(since.CreatedAt)) {
+			continue
+		}
+		for i := range spec.Containers {
+			if spec.Containers[i].Name == cs.Name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sandboxReady reports whether the pod has exactly one ready sandbox with
+// its network set up, so containers can start without a new sandbox. A
+// runtime without sandboxes is ready while any container runs.
+func sandboxReady(pod *v1.Pod, rs *runtime.PodStatus) bool {
+	if len(rs.SandboxStatuses) == 0 {
+		for _, cs := range rs.ContainerStatuses {
+			if cs != nil && cs.State == runtime.ContainerStateRunning {
+				return true
+			}
+		}
+		return false
+	}
+	n := 0
+	for _, sb := range rs.SandboxStatuses {
+		if sb != nil && sb.State == runtime.SandboxStateReady {
+			n++
+		}
+	}
+	sb := rs.SandboxStatuses[0]
+	if n != 1 || sb == nil || sb.State != runtime.SandboxStateReady || sb.HostNetwork != pod.Spec.HostNetwork {
+		return false
+	}
+	return pod.Spec.HostNetwork || len(sb.IPs) > 0
+}
+
+// getPhase computes the pod's phase from its container statuses, as the
+// kubelet's getPhase: podIsTerminal means no container will start again,
+// podHasInitialized that a regular container started in the current sandbox.
+func getPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, podIsTerminal, podHasInitialized bool) v1.PodPhase {
+	spec := &pod.Spec
+	pendingInit, pendingSidecars, failedInit := 0, 0, 0
+	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
+
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		s := findContainerStatus(initStatuses, c.Name)
+		if isRestartableInit(c) {
+			switch {
+			case s == nil:
+				unknown++
+			case s.State.Running != nil:
+				if s.Started == nil || !*s.Started {
+					pendingSidecars++
+				}
+				running++
+			case s.State.Terminated != nil:
+				// A stopped sidecar does not count.
+			case s.State.Waiting != nil:
+				if s.LastTerminationState.Terminated == nil {
+					pendingSidecars++
+				}
+			default:
+				pendingSidecars++
+				unknown++
+			}
+			continue
+		}
+		switch {
+		case s == nil:
+			pendingInit++
+		case s.State.Running != nil:
+			pendingInit++
+		case s.State.Terminated != nil:
+			if s.State.Terminated.ExitCode != 0 {
+				failedInit++
+			}
+		case s.State.Waiting != nil:
+			if t := s.LastTerminationState.Terminated; t != nil {
+				if t.ExitCode != 0 {
+					failedInit++
+				}
+			} else {
+				pendingInit++
+			}
+		default:
+			pendingInit++
+		}
+	}
+
+	for i := range spec.Containers {
+		s := findContainerStatus(statuses, spec.Containers[i].Name)
+		switch {
+		case s == nil:
+			unknown++
+		case s.State.Running != nil:
+			running++
+		case s.State.Terminated != nil:
+			stopped++
+			if s.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case s.State.Waiting != nil:
+			if s.LastTerminationState.Terminated != nil {
+				stopped++
+			} else {
+				waiting++
+			}
+		default:
+			unknown++
+		}
+	}
+
+	if failedInit > 0 && spec.RestartPolicy == v1.RestartPolicyNever {
+		return v1.PodFailed
+	}
+	switch {
+	case pendingInit > 0 || (pendingSidecars > 0 && !podHasInitialized), waiting > 0:
+		return v1.PodPending
+	case running > 0 && unknown == 0:
+		return v1.PodRunning
+	case running == 0 && stopped > 0 && unknown == 0:
+		// A terminal pod's containers stay stopped whatever the policy; the
+		// kubelet leaves static pods out of this (kubernetes#116484).
+		if podIsTerminal && !podutil.IsStaticPod(pod) {
+			if stopped == succeeded {
+				return v1.PodSucceeded
+			}
+			return v1.PodFailed
+		}
+		if spec.RestartPolicy == v1.RestartPolicyAlways {
+			return v1.PodRunning
+		}
+		if stopped == succeeded {
+			return v1.PodSucceeded
+		}
+		if spec.RestartPolicy == v1.RestartPolicyNever {
+			return v1.PodFailed
+		}
+		return v1.PodRunning
+	default:
+		return v1.PodPending
+	}
+}
+
+// podQOS computes the pod's QoS class from its containers' cpu and memory
+// requests and limits, as the apiserver does on creation.
+func podQOS(spec *v1.PodSpec) v1.PodQOSClass {
+	requests := map[v1.ResourceName]*resource.Quantity{}
+	limits := map[v1.ResourceName]*resource.Quantity{}
+	guaranteed := true
+	add := func(sum map[v1.ResourceName]*resource.Quantity, rl v1.ResourceList) (cpu, mem bool) {
+		for _, name := range [...]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			q, ok := rl[name]
+			if !ok || q.Sign() <= 0 {
+				continue
+			}
+			if cur := sum[name]; cur != nil {
+				cur.Add(q)
+			} else {
+				c := q.DeepCopy()
+				sum[name] = &c
+			}
+			if name == v1.ResourceCPU {
+				cpu = true
+			} else {
+				mem = true
+			}
+		}
+		return cpu, mem
+	}
+	visit := func(c *v1.Container) {
+		add(requests, c.Resources.Requests)
+		if cpu, mem := add(limits, c.Resources.Limits); !cpu || !mem {
+			guaranteed = false
+		}
+	}
+	for i := range spec.InitContainers {
+		visit(&spec.InitContainers[i])
+	}
+	for i := range spec.Containers {
+		visit(&spec.Containers[i])
+	}
+	if len(requests) == 0 && len(limits) == 0 {
+		return v1.PodQOSBestEffort
+	}
+	if guaranteed {
+		for name, req := range requests {
+			if lim, ok := limits[name]; !ok || lim.Cmp(*req) != 0 {
+				guaranteed = false
+				break
+			}
+		}
+	}
+	if guaranteed && len(requests) == len(limits) {
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}

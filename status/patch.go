@@ -1,0 +1,86 @@
+package status
+
+import (
+	"encoding/json"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// statusPatch builds the strategic-merge patch of the status subresource
+// that turns api into status, in the fields the agent owns, with the pod's
+// UID as precondition (as the kubelet's PatchPodStatus). changed is false
+// when there is nothing to send. Conditions are patched one by one (merge
+// key "type"), so that conditions others add meanwhile survive; pod and host
+// IPs are replaced as a whole; other lists are atomic in the API anyway.
+func statusPatch(uid types.UID, api, status *v1.PodStatus) (patch []byte, changed bool, err error) {
+	fields := map[string]any{}
+	set := func(name string, differ bool, v any, empty bool) {
+		if !differ {
+			return
+		}
+		if empty {
+			fields[name] = nil
+		} else {
+			fields[name] = v
+		}
+	}
+	eq := apiequality.Semantic.DeepEqual
+
+	if status.ObservedGeneration > 0 && status.ObservedGeneration != api.ObservedGeneration {
+		fields["observedGeneration"] = status.ObservedGeneration
+	}
+	set("phase", api.Phase != status.Phase, status.Phase, status.Phase == "")
+	set("reason", api.Reason != status.Reason, status.Reason, status.Reason == "")
+	set("message", api.Message != status.Message, status.Message, status.Message == "")
+	set("hostIP", api.HostIP != status.HostIP, status.HostIP, status.HostIP == "")
+	set("podIP", api.PodIP != status.PodIP, status.PodIP, status.PodIP == "")
+	set("qosClass", api.QOSClass != status.QOSClass, status.QOSClass, status.QOSClass == "")
+	set("startTime", !eq(api.StartTime, status.StartTime), status.StartTime, status.StartTime == nil)
+	set("containerStatuses", !eq(api.ContainerStatuses, status.ContainerStatuses), status.ContainerStatuses, len(status.ContainerStatuses) == 0)
+	set("initContainerStatuses", !eq(api.InitContainerStatuses, status.InitContainerStatuses), status.InitContainerStatuses, len(status.InitContainerStatuses) == 0)
+	set("ephemeralContainerStatuses", !eq(api.EphemeralContainerStatuses, status.EphemeralContainerStatuses), status.EphemeralContainerStatuses, len(status.EphemeralContainerStatuses) == 0)
+	if !eq(api.PodIPs, status.PodIPs) {
+		fields["podIPs"] = replaceList(status.PodIPs)
+	}
+	if !eq(api.HostIPs, status.HostIPs) {
+		fields["hostIPs"] = replaceList(status.HostIPs)
+	}
+
+	var conds []any
+	for i := range status.Conditions {
+		c := &status.Conditions[i]
+		if _, ac := findCondition(api.Conditions, c.Type); ac == nil || !eq(ac, c) {
+			conds = append(conds, c)
+		}
+	}
+	for i := range api.Conditions {
+		t := api.Conditions[i].Type
+		if _, c := findCondition(status.Conditions, t); c == nil && ownedByAgent(t) {
+			conds = append(conds, map[string]any{"type": t, "$patch": "delete"})
+		}
+	}
+	if len(conds) > 0 {
+		fields["conditions"] = conds
+	}
+
+	if len(fields) == 0 {
+		return nil, false, nil
+	}
+	patch, err = json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": uid},
+		"status":   fields,
+	})
+	return patch, err == nil, err
+}
+
+// replaceList is a strategic-merge list that replaces the whole list.
+func replaceList[T any](items []T) []any {
+	out := make([]any, 0, len(items)+1)
+	out = append(out, map[string]string{"$patch": "replace"})
+	for i := range items {
+		out = append(out, items[i])
+	}
+	return out
+}

@@ -1,0 +1,277 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/podutil"
+)
+
+// errNotOurs: the static pod's name is taken by a pod that is no mirror.
+var errNotOurs = errors.New("a pod that is not a mirror pod has the static pod's name")
+
+type podSync struct {
+	uid types.UID
+	vs  *versionedStatus
+}
+
+// syncBatch sends the statuses the apiserver does not have. With all (the
+// periodic reconcile) it also retries the deletion of finished pods and
+// forgets versions of pods that are gone. It returns how many pods it
+// synced.
+func (m *Manager) syncBatch(ctx context.Context, all bool) int {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+
+	var todo []podSync
+	m.mu.Lock()
+	orphans := m.orphans
+	m.orphans = nil
+	if all {
+		for uid := range m.apiVersions {
+			if _, ok := m.statuses[uid]; ok {
+				continue
+			}
+			if _, ok := m.statics[uid]; ok {
+				continue
+			}
+			delete(m.apiVersions, uid)
+		}
+	}
+	for uid, vs := range m.statuses {
+		apiUID := uid
+		if mr, ok := m.mirrors[uid]; ok {
+			apiUID = mr.uid
+		}
+		switch {
+		case m.apiVersions[apiUID] < vs.version:
+		case all && vs.finished && vs.pod.DeletionTimestamp != nil && !podutil.IsStaticPod(vs.pod):
+			// Deletion may have waited for containers to stop.
+		default:
+			continue
+		}
+		todo = append(todo, podSync{uid, vs})
+	}
+	m.mu.Unlock()
+
+	for _, o := range orphans {
+		if err := m.deletePod(ctx, m.client(o.namespace), o.name, o.uid); err != nil {
+			m.log.Info("Failed to delete orphaned mirror pod", "pod", o.namespace+"/"+o.name, "err", err)
+		}
+	}
+	for _, s := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		m.syncPod(ctx, s.uid, s.vs)
+	}
+	return len(todo)
+}
+
+// syncPod syncs one status, retrying conflicts with back-off.
+func (m *Manager) syncPod(ctx context.Context, uid types.UID, vs *versionedStatus) {
+	for attempt := 0; ; attempt++ {
+		err := m.syncPodOnce(ctx, uid, vs)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) || attempt >= m.conflictRetries {
+			m.log.Info("Failed to sync pod status", "pod", podRef(vs.pod), "podUID", uid, "err", err)
+			return
+		}
+		m.log.V(3).Info("Conflict syncing pod status; retrying", "pod", podRef(vs.pod), "attempt", attempt+1)
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.clock.After(conflictBackoff << attempt):
+		}
+	}
+}
+
+func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedStatus) error {
+	pod := vs.pod
+	client := m.client(pod.Namespace)
+	static := podutil.IsStaticPod(pod)
+
+	api, err := client.Get(ctx, pod.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if !static {
+			// Its status is dropped by RemoveOrphanedStatuses.
+			m.log.V(3).Info("Pod does not exist on the server", "pod", podRef(pod), "podUID", uid)
+			return nil
+		}
+		if api, err = m.createMirror(ctx, client, vs); api == nil || err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+
+	if static {
+		if api.DeletionTimestamp != nil || !isMirrorOf(api, pod) {
+			if !podutil.IsMirrorPod(api) {
+				return fmt.Errorf("%s: %w", podRef(pod), errNotOurs)
+			}
+			m.log.V(2).Info("Deleting outdated mirror pod", "pod", podRef(pod), "mirrorUID", api.UID)
+			if err := m.deletePod(ctx, client, api.Name, api.UID); err != nil {
+				return err
+			}
+			if api, err = m.createMirror(ctx, client, vs); api == nil || err != nil {
+				return err
+			}
+		}
+		m.setMirror(uid, api)
+	} else if api.UID != uid {
+		m.log.V(2).Info("Pod was deleted and recreated; status update dropped", "pod", podRef(pod), "oldUID", uid, "uid", api.UID)
+		m.mu.Lock()
+		if m.statuses[uid] == vs {
+			m.deleteLocked(uid, false)
+		}
+		m.mu.Unlock()
+		return nil
+	}
+
+	delay := m.safety != nil && m.safety.PodCouldHaveRunningContainers(pod)
+	merged := mergePodStatus(&api.Status, &vs.status, delay, metav1.NewTime(m.clock.Now()).Rfc3339Copy())
+	patch, changed, err := statusPatch(api.UID, &api.Status, &merged)
+	if err != nil {
+		return err
+	}
+	if changed {
+		m.log.V(3).Info("Patching pod status", "pod", podRef(pod), "version", vs.version, "patch", string(patch))
+		np, err := client.Patch(ctx, api.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		if err != nil {
+			return err
+		}
+		api = np
+	}
+	// A held-back terminal phase is not acknowledged, so that the periodic
+	// reconcile sends it once the containers are gone.
+	if !(isTerminalPhase(vs.status.Phase) && !isTerminalPhase(api.Status.Phase)) {
+		m.apiVersions[api.UID] = vs.version
+	}
+
+	if m.canBeDeleted(api, vs, delay) {
+		if err := m.deletePod(ctx, client, api.Name, api.UID); err != nil {
+			return err
+		}
+		m.log.V(3).Info("Pod fully terminated and removed from the apiserver", "pod", podRef(pod))
+		m.mu.Lock()
+		if m.statuses[uid] == vs {
+			m.deleteLocked(uid, false)
+		}
+		m.mu.Unlock()
+	}
+	return nil
+}
+
+// canBeDeleted: the pod is being deleted, the apiserver shows it terminal,
+// the agent has finished it and no container can run any more. Mirror pods
+// are deleted only with their static pod.
+func (m *Manager) canBeDeleted(api *v1.Pod, vs *versionedStatus, couldRun bool) bool {
+	return api.DeletionTimestamp != nil && !podutil.IsMirrorPod(api) &&
+		isTerminalPhase(api.Status.Phase) && vs.finished && !couldRun
+}
+
+// deletePod deletes a pod at once, only if it still has uid. A pod already
+// gone is fine.
+func (m *Manager) deletePod(ctx context.Context, client PodClient, name string, uid types.UID) error {
+	grace := int64(0)
+	err := client.Delete(ctx, name, metav1.DeleteOptions{
+		GracePeriodSeconds: &grace,
+		Preconditions:      metav1.NewUIDPreconditions(string(uid)),
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// isMirrorOf reports whether mirror mirrors the static pod's current
+// content.
+func isMirrorOf(mirror, static *v1.Pod) bool {
+	hash, ok := mirror.Annotations[podutil.ConfigMirrorAnnotationKey]
+	return ok && mirror.Name == static.Name && mirror.Namespace == static.Namespace &&
+		hash == static.Annotations[podutil.ConfigHashAnnotationKey]
+}
+
+// createMirror creates the mirror pod of a static pod: a copy carrying the
+// config.mirror annotation (the static pod's hash) and, if the Node can be
+// read, an owner reference to it. It returns nil, nil when no mirror is
+// wanted (no node name, or the pod is finished).
+func (m *Manager) createMirror(ctx context.Context, client PodClient, vs *versionedStatus) (*v1.Pod, error) {
+	if m.nodeName == "" || vs.finished {
+		return nil, nil
+	}
+	pod := vs.pod
+	mp := &v1.Pod{ObjectMeta: *pod.ObjectMeta.DeepCopy(), Spec: *pod.Spec.DeepCopy()}
+	mp.UID, mp.ResourceVersion, mp.Generation = "", "", 0
+	mp.Annotations = maps.Clone(pod.Annotations)
+	if mp.Annotations == nil {
+		mp.Annotations = map[string]string{}
+	}
+	mp.Annotations[podutil.ConfigMirrorAnnotationKey] = pod.Annotations[podutil.ConfigHashAnnotationKey]
+	if mp.Spec.NodeName == "" {
+		mp.Spec.NodeName = m.nodeName
+	}
+	if m.nodes != nil {
+		nodeUID, err := m.getNodeUID(ctx)
+		if err != nil {
+			return nil, err
+		}
+		controller := true
+		mp.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "Node", Name: m.nodeName, UID: nodeUID, Controller: &controller,
+		}}
+	}
+	created, err := client.Create(ctx, mp, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// Someone was faster; the caller checks what is there.
+		return client.Get(ctx, pod.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.log.V(2).Info("Created mirror pod", "pod", podRef(pod), "mirrorUID", created.UID)
+	return created, nil
+}
+
+func (m *Manager) getNodeUID(ctx context.Context) (types.UID, error) {
+	if m.nodeUID != "" {
+		return m.nodeUID, nil
+	}
+	node, err := m.nodes.Get(ctx, m.nodeName, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading node %q for the mirror pod's owner: %w", m.nodeName, err)
+	}
+	if node.UID == "" {
+		return "", fmt.Errorf("node %q has no UID", m.nodeName)
+	}
+	m.nodeUID = node.UID
+	return node.UID, nil
+}
+
+// setMirror records the mirror pod of a static pod.
+func (m *Manager) setMirror(uid types.UID, mirror *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.statuses[uid]; !ok {
+		return
+	}
+	if old, ok := m.mirrors[uid]; ok {
+		if old.uid == mirror.UID {
+			return
+		}
+		delete(m.statics, old.uid)
+	}
+	m.mirrors[uid] = mirrorRef{namespace: mirror.Namespace, name: mirror.Name, uid: mirror.UID}
+	m.statics[mirror.UID] = uid
+}
