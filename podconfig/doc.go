@@ -1,0 +1,50 @@
+// Package podconfig is the kubelet's pod-config layer: it merges the pods of
+// several sources (static manifest files, a manifest URL, the apiserver, or
+// any source of your own) into one ordered stream of PodUpdates.
+//
+// Where it sits: sources -> PodConfig -> Updates() -> the sync loop
+// (syncloop), which dispatches to the pod workers.
+//
+// Each source writes PodUpdates to its own channel (Channel). Per-source
+// storage keyed by pod UID turns them into minimal changes: ADD, UPDATE and
+// DELETE merge, REMOVE deletes, SET replaces the source's whole set (and
+// marks the source as seen, see SeenAllSources and SourcesReady). Pods are
+// compared as the kubelet compares them: on spec, labels, deletion timestamp
+// and grace period, and annotations other than the config.* bookkeeping ones.
+// A status-only change is a RECONCILE, a newly set deletion timestamp a
+// DELETE (graceful deletion), anything else an UPDATE; identical pods produce
+// nothing. New pods get the config.source and config.seen annotations. A pod
+// whose name and namespace repeat within one update is dropped with a
+// FailedValidation event.
+//
+// Change detection fingerprints each incoming pod once (its generated
+// protobuf encoding, hashed) and compares with the fingerprint stored with
+// the pod, instead of reflect.DeepEqual on whole specs: a SET of N unchanged
+// pods costs N encodings and almost no allocation. The comparison is
+// semantic where reflect.DeepEqual is not: nil and empty slices or maps are
+// equal, and so are equal quantities written differently ("1000m" and "1").
+//
+// Ownership: a source hands its pods over when it sends them and must not
+// modify them afterwards. By default the consumer receives the stored pods
+// themselves (the storage never modifies a stored pod; an update stores the
+// new object): treat them as read-only, as with an informer cache, or set
+// Options.CopyPods to get deep copies as the kubelet gives.
+//
+// Sources in subpackages: file (static pod manifests in a directory, fsnotify
+// plus periodic resync), manifesturl (a Pod or PodList polled over HTTP) and
+// apiserver (pods bound to the node, list then watch). Package staticpod
+// decodes, defaults and validates manifests for the first two.
+//
+// Usage:
+//
+//	cfg, err := podconfig.NewPodConfig(podconfig.Incremental, podconfig.Options{Log: log})
+//	if err != nil { ... }
+//	fileSrc, err := file.New(file.Config{Path: "/etc/kubernetes/manifests", NodeName: node})
+//	if err != nil { ... }
+//	go fileSrc.Run(ctx, cfg.Channel(ctx, podutil.FileSource))
+//	ready := podconfig.NewSourcesReady(cfg.SeenAllSources)
+//	for u := range cfg.Updates() {
+//		ready.AddSource(u.Source)
+//		// dispatch u.Op on u.Pods
+//	}
+package podconfig
