@@ -1,0 +1,300 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// ErrInvalidConfig is wrapped by Start for a bad Config.
+var ErrInvalidConfig = errors.New("cluster: invalid config")
+
+// Config describes a cluster to start.
+type Config struct {
+	// Binaries are the servers to run. Required.
+	Binaries Binaries
+	// Dir holds certificates, etcd's data and the servers' logs. Default: a
+	// new temporary directory that Stop removes.
+	Dir string
+	// APIServerArgs are extra kube-apiserver flags, appended to the defaults.
+	APIServerArgs []string
+	// ReadyTimeout bounds each server's start-up. Default 90s.
+	ReadyTimeout time.Duration
+}
+
+// Cluster is a running etcd and kube-apiserver. Its methods are safe for
+// concurrent use.
+type Cluster struct {
+	cfg     Config
+	ownDir  bool
+	pki     *pki
+	etcdURL string
+	apiPort int
+	http    *http.Client // for readiness probes and etcd's JSON gateway
+
+	mu        sync.Mutex
+	etcd      *process
+	apiserver *process
+}
+
+// Start runs etcd and kube-apiserver and returns once the apiserver's
+// /readyz succeeds. On error everything started so far is torn down.
+func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	if err := cfg.Binaries.check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 90 * time.Second
+	}
+	c := &Cluster{cfg: cfg}
+	if c.cfg.Dir == "" {
+		if c.cfg.Dir, err = os.MkdirTemp("", "nodekit-e2e-"); err != nil {
+			return nil, err
+		}
+		c.ownDir = true
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if c.pki, err = newPKI(); err != nil {
+		return nil, err
+	}
+	if err = c.pki.write(c.cfg.Dir); err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(c.pki.caCert)
+	admin, err := tls.X509KeyPair(c.pki.adminCert, c.pki.adminKey)
+	if err != nil {
+		return nil, err
+	}
+	c.http = &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{admin}},
+			DisableKeepAlives: true, // no idle connection outlives Stop
+		},
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	c.etcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	c.apiPort = ports[2]
+	if err = c.startEtcd(ctx, ports[1]); err != nil {
+		return nil, err
+	}
+	if err = c.StartAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) startEtcd(ctx context.Context, peerPort int) error {
+	peer := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	p, err := startProcess("etcd", c.cfg.Binaries.Etcd, []string{
+		"--name=e2e",
+		"--data-dir=" + filepath.Join(c.cfg.Dir, "etcd"),
+		"--listen-client-urls=" + c.etcdURL,
+		"--advertise-client-urls=" + c.etcdURL,
+		"--listen-peer-urls=" + peer,
+		"--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=e2e=" + peer,
+		"--log-level=warn",
+		"--unsafe-no-fsync=true", // throwaway data; fsync only slows the tests
+	}, filepath.Join(c.cfg.Dir, "etcd.log"))
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.etcd = p
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
+	defer cancel()
+	return p.waitReady(ctx, func(ctx context.Context) bool {
+		var h struct{ Health string }
+		return c.getJSON(ctx, c.etcdURL+"/health", &h) == nil && h.Health == "true"
+	})
+}
+
+// StartAPIServer starts kube-apiserver (again, after StopAPIServer) on the
+// cluster's port and waits for /readyz.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	if c.apiserver != nil {
+		c.mu.Unlock()
+		return errors.New("cluster: kube-apiserver already running")
+	}
+	d := c.cfg.Dir
+	args := append([]string{
+		"--etcd-servers=" + c.etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(c.apiPort),
+		"--cert-dir=" + filepath.Join(d, "apiserver-certs"),
+		"--tls-cert-file=" + filepath.Join(d, "apiserver.crt"),
+		"--tls-private-key-file=" + filepath.Join(d, "apiserver.key"),
+		"--client-ca-file=" + filepath.Join(d, "ca.crt"),
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + filepath.Join(d, "sa.pub"),
+		"--service-account-signing-key-file=" + filepath.Join(d, "sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--authorization-mode=RBAC",
+		// No controller-manager creates the default service account, so
+		// admission must not require it.
+		"--disable-admission-plugins=ServiceAccount",
+		"--allow-privileged=true",
+		// The endpoint reconciler refuses a loopback advertise address.
+		"--endpoint-reconciler-type=none",
+		"--profiling=false",
+	}, c.cfg.APIServerArgs...)
+	p, err := startProcess("kube-apiserver", c.cfg.Binaries.APIServer, args, filepath.Join(d, "kube-apiserver.log"))
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.apiserver = p
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
+	defer cancel()
+	return p.waitReady(ctx, func(ctx context.Context) bool {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Host()+"/readyz", nil)
+		if err != nil {
+			return false
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// StopAPIServer kills kube-apiserver without a graceful shutdown, as a crash
+// would; clients see their connections and watches break.
+func (c *Cluster) StopAPIServer() {
+	c.mu.Lock()
+	p := c.apiserver
+	c.apiserver = nil
+	c.mu.Unlock()
+	if p != nil {
+		p.kill()
+	}
+}
+
+// RestartAPIServer kills kube-apiserver and starts it again on the same port.
+func (c *Cluster) RestartAPIServer(ctx context.Context) error {
+	c.StopAPIServer()
+	return c.StartAPIServer(ctx)
+}
+
+// Host is the apiserver's URL.
+func (c *Cluster) Host() string { return "https://127.0.0.1:" + strconv.Itoa(c.apiPort) }
+
+// RESTConfig returns a new admin (system:masters) client configuration.
+// Rate limits are client-go's defaults; callers set QPS and Burst as needed.
+func (c *Cluster) RESTConfig() *rest.Config {
+	return &rest.Config{
+		Host: c.Host(),
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   c.pki.caCert,
+			CertData: c.pki.adminCert,
+			KeyData:  c.pki.adminKey,
+		},
+	}
+}
+
+// Dir is the cluster's working directory (certificates, data, logs).
+func (c *Cluster) Dir() string { return c.cfg.Dir }
+
+// CompactEtcd compacts etcd's history up to its current revision and returns
+// that revision: watches and lists at older resource versions then fail with
+// 410 Gone wherever they reach etcd.
+func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
+	// etcd's JSON gateway: a range on any key reports the current revision.
+	var rng struct {
+		Header struct {
+			Revision string `json:"revision"`
+		} `json:"header"`
+	}
+	if err := c.postJSON(ctx, "/v3/kv/range", map[string]any{"key": "AA=="}, &rng); err != nil {
+		return 0, err
+	}
+	rev, err := strconv.ParseInt(rng.Header.Revision, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: etcd revision %q: %w", rng.Header.Revision, err)
+	}
+	if err := c.postJSON(ctx, "/v3/kv/compaction", map[string]any{"revision": rev, "physical": true}, nil); err != nil {
+		return 0, err
+	}
+	return rev, nil
+}
+
+// Stop kills both servers and removes the working directory if Start made
+// it. It is safe to call more than once.
+func (c *Cluster) Stop() {
+	c.mu.Lock()
+	api, etcd := c.apiserver, c.etcd
+	c.apiserver, c.etcd = nil, nil
+	c.mu.Unlock()
+	if api != nil {
+		api.kill()
+	}
+	if etcd != nil {
+		etcd.stop(5 * time.Second)
+	}
+	if c.ownDir && c.cfg.Dir != "" {
+		os.RemoveAll(c.cfg.Dir)
+	}
+}
+
+func (c *Cluster) getJSON(ctx context.Context, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	return c.do(req, out)
+}
+
+func (c *Cluster) postJSON(ctx context.Context, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.etcdURL+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.do(req, out)
+}
+
+func (c *Cluster) do(req *http.Request, out any) error {
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cluster: %s %s: %s", req.Method, req.URL.Path, resp.Status)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}

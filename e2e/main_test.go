@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodekit/nodekit/e2e/cluster"
+)
+
+// servers is set once by TestMain, before any test runs, and only read after.
+var servers struct {
+	bins cluster.Binaries
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	servers.bins, servers.err = cluster.FindBinaries(ctx, "hack/servers.sh", os.Stderr)
+	cancel()
+	if servers.err != nil && os.Getenv("CI") == "true" {
+		fmt.Fprintf(os.Stderr, "e2e: CI=true and the servers cannot be had: %v\n", servers.err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: goroutines leaked: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// startCluster runs a fresh etcd and kube-apiserver for t, stopped when t
+// ends however it ends. Without the server binaries t is skipped.
+func startCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	if servers.err != nil {
+		t.Skipf("no etcd/kube-apiserver (%v); build them with: bash e2e/hack/servers.sh build", servers.err)
+	}
+	c, err := cluster.Start(t.Context(), cluster.Config{Binaries: servers.bins})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// clientset returns a client for c with rate limits (qps, burst) and a
+// counter of the HTTP requests it makes.
+func clientset(t *testing.T, c *cluster.Cluster, qps float32, burst int) (*kubernetes.Clientset, *atomic.Int64) {
+	t.Helper()
+	cfg := c.RESTConfig()
+	cfg.QPS, cfg.Burst = qps, burst
+	var n atomic.Int64
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return countingTransport{rt: rt, n: &n}
+	})
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Idle keep-alive connections would outlive the test and its cluster.
+	t.Cleanup(func() { closeIdle(cfg) })
+	return cs, &n
+}
+
+type countingTransport struct {
+	rt http.RoundTripper
+	n  *atomic.Int64
+}
+
+func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(req)
+}
+
+func closeIdle(cfg *rest.Config) {
+	if rt, err := rest.TransportFor(cfg); err == nil {
+		if ci, ok := rt.(interface{ CloseIdleConnections() }); ok {
+			ci.CloseIdleConnections()
+		}
+	}
+}
