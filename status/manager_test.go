@@ -70,7 +70,7 @@ func (f fakeNodes) Get(_ context.Context, name string, _ metav1.GetOptions) (*v1
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: f.uid}}, nil
 }
 
-func newManager(t *testing.T, f *statustest.Fake, mod func(*status.Config)) (*status.Manager, *testclock.FakeClock) {
+func newManager(t testing.TB, f *statustest.Fake, mod func(*status.Config)) (*status.Manager, *testclock.FakeClock) {
 	t.Helper()
 	clk := testclock.NewFakeClock(t0)
 	c := status.Config{Clock: clk, NodeName: "node1"}

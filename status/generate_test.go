@@ -1,0 +1,467 @@
+package status
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+var gt0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func genPod(policy v1.RestartPolicy, names ...string) *v1.Pod {
+	p := phasePod(policy, nil, names...)
+	p.UID = "uid1"
+	for i := range p.Spec.Containers {
+		p.Spec.Containers[i].Image = "img-" + p.Spec.Containers[i].Name
+	}
+	return p
+}
+
+func readySandbox() *runtime.SandboxStatus {
+	return &runtime.SandboxStatus{ID: "sb1", State: runtime.SandboxStateReady, CreatedAt: gt0, IPs: []string{"10.0.0.5"}}
+}
+
+func rcs(name, id string, state runtime.ContainerState, created time.Time, exit int, restarts int) *runtime.ContainerStatus {
+	return &runtime.ContainerStatus{
+		ID: runtime.ContainerID{Type: "cri", ID: id}, Name: name, State: state,
+		CreatedAt: created, StartedAt: created, ExitCode: exit, RestartCount: restarts,
+		Image: "img-" + name, ImageID: "sha256:" + name,
+	}
+}
+
+func condMap(st v1.PodStatus) map[v1.PodConditionType]v1.ConditionStatus {
+	m := map[v1.PodConditionType]v1.ConditionStatus{}
+	for _, c := range st.Conditions {
+		m[c.Type] = c.Status
+	}
+	return m
+}
+
+func TestGenerateRunningPod(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways, "b", "a")
+	rs := &runtime.PodStatus{
+		ID: pod.UID, IPs: []string{"10.0.0.5"},
+		SandboxStatuses: []*runtime.SandboxStatus{readySandbox()},
+		ContainerStatuses: []*runtime.ContainerStatus{
+			rcs("a", "a1", runtime.ContainerStateRunning, gt0.Add(time.Second), 0, 0),
+			rcs("b", "b1", runtime.ContainerStateRunning, gt0.Add(time.Second), 0, 0),
+		},
+	}
+	st := GeneratePodStatus(pod, rs, nil, GenerateOptions{HostIPs: []string{"192.168.0.1"}})
+
+	assert.Equal(t, v1.PodRunning, st.Phase)
+	assert.Equal(t, map[v1.PodConditionType]v1.ConditionStatus{
+		v1.PodReadyToStartContainers: v1.ConditionTrue,
+		v1.PodInitialized:            v1.ConditionTrue,
+		v1.PodReady:                  v1.ConditionTrue,
+		v1.ContainersReady:           v1.ConditionTrue,
+		v1.PodScheduled:              v1.ConditionTrue,
+	}, condMap(st))
+	assert.Equal(t, "10.0.0.5", st.PodIP)
+	assert.Equal(t, []v1.PodIP{{IP: "10.0.0.5"}}, st.PodIPs)
+	assert.Equal(t, "192.168.0.1", st.HostIP)
+	assert.Equal(t, v1.PodQOSBestEffort, st.QOSClass)
+	require.Len(t, st.ContainerStatuses, 2)
+	assert.Equal(t, "a", st.ContainerStatuses[0].Name, "sorted by name")
+	a := st.ContainerStatuses[0]
+	assert.Equal(t, "cri://a1", a.ContainerID)
+	assert.Equal(t, "img-a", a.Image)
+	assert.Equal(t, "sha256:a", a.ImageID)
+	assert.True(t, a.Ready)
+	require.NotNil(t, a.Started)
+	assert.True(t, *a.Started)
+	require.NotNil(t, a.State.Running)
+	assert.Equal(t, gt0.Add(time.Second), a.State.Running.StartedAt.Time)
+}
+
+func TestGenerateWaitingReasons(t *testing.T) {
+	cases := []struct {
+		name      string
+		err       error
+		runtime   []*runtime.ContainerStatus
+		wantPhase v1.PodPhase
+		wantLast  bool
+	}{
+		{name: "crash looping container waits in CrashLoopBackOff", err: runtime.ErrCrashLoopBackOff,
+			runtime:   []*runtime.ContainerStatus{rcs("a", "a1", runtime.ContainerStateExited, gt0, 1, 3)},
+			wantPhase: v1.PodRunning, wantLast: true},
+		{name: "image pull back-off", err: runtime.ErrImagePullBackOff, wantPhase: v1.PodPending},
+		{name: "image pull error", err: runtime.ErrImagePull, wantPhase: v1.PodPending},
+		{name: "container config error", err: runtime.ErrCreateContainerConfig, wantPhase: v1.PodPending},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := genPod(v1.RestartPolicyAlways, "a")
+			reasons := NewReasonCache()
+			var res runtime.PodSyncResult
+			res.NewStep(runtime.StartContainer, "a").Fail(fmt.Errorf("starting a: %w", tc.err), "back-off 40s")
+			reasons.Update(pod.UID, res)
+			rs := &runtime.PodStatus{ID: pod.UID, SandboxStatuses: []*runtime.SandboxStatus{readySandbox()}, ContainerStatuses: tc.runtime}
+
+			st := GeneratePodStatus(pod, rs, nil, GenerateOptions{Reasons: reasons})
+			c := st.ContainerStatuses[0]
+			require.NotNil(t, c.State.Waiting)
+			assert.Equal(t, tc.err.Error(), c.State.Waiting.Reason)
+			assert.Equal(t, "back-off 40s", c.State.Waiting.Message)
+			assert.Equal(t, tc.wantPhase, st.Phase)
+			assert.Equal(t, tc.wantLast, c.LastTerminationState.Terminated != nil, "last state")
+			if tc.wantLast {
+				assert.EqualValues(t, 1, c.LastTerminationState.Terminated.ExitCode)
+				assert.EqualValues(t, 3, c.RestartCount)
+			}
+			assert.False(t, c.Ready)
+			assert.Equal(t, v1.ConditionFalse, condMap(st)[v1.PodReady])
+
+			// A later successful start clears the reason.
+			var ok runtime.PodSyncResult
+			ok.NewStep(runtime.StartContainer, "a")
+			reasons.Update(pod.UID, ok)
+			st = GeneratePodStatus(pod, rs, nil, GenerateOptions{Reasons: reasons})
+			assert.NotEqual(t, tc.err.Error(), reasonOf(st.ContainerStatuses[0]))
+		})
+	}
+}
+
+func reasonOf(c v1.ContainerStatus) string {
+	if c.State.Waiting != nil {
+		return c.State.Waiting.Reason
+	}
+	return ""
+}
+
+func TestGenerateWaitingReasonNotShownForContainersThatWillNotRestart(t *testing.T) {
+	pod := genPod(v1.RestartPolicyNever, "a")
+	reasons := NewReasonCache()
+	var res runtime.PodSyncResult
+	res.NewStep(runtime.StartContainer, "a").Fail(runtime.ErrCrashLoopBackOff, "")
+	reasons.Update(pod.UID, res)
+	rs := &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{rcs("a", "a1", runtime.ContainerStateExited, gt0, 1, 0)}}
+	st := GeneratePodStatus(pod, rs, nil, GenerateOptions{Reasons: reasons})
+	require.NotNil(t, st.ContainerStatuses[0].State.Terminated)
+	assert.Equal(t, v1.PodFailed, st.Phase)
+}
+
+func TestGenerateRestartedContainerShowsLastState(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways, "a")
+	old := rcs("a", "a1", runtime.ContainerStateExited, gt0, 2, 0)
+	old.Reason = "Error"
+	rs := &runtime.PodStatus{
+		SandboxStatuses: []*runtime.SandboxStatus{readySandbox()},
+		ContainerStatuses: []*runtime.ContainerStatus{
+			old, rcs("a", "a2", runtime.ContainerStateRunning, gt0.Add(time.Minute), 0, 1),
+		},
+	}
+	st := GeneratePodStatus(pod, rs, nil, GenerateOptions{})
+	c := st.ContainerStatuses[0]
+	assert.Equal(t, "cri://a2", c.ContainerID, "the newest instance")
+	assert.EqualValues(t, 1, c.RestartCount)
+	require.NotNil(t, c.LastTerminationState.Terminated)
+	assert.Equal(t, "Error", c.LastTerminationState.Terminated.Reason)
+	assert.EqualValues(t, 2, c.LastTerminationState.Terminated.ExitCode)
+	assert.Equal(t, "cri://a1", c.LastTerminationState.Terminated.ContainerID)
+}
+
+func TestGenerateContainerThatVanishedAfterRunning(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways, "a")
+	prev := v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{
+		Name: "a", ContainerID: "cri://a1", RestartCount: 4,
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{}},
+	}}}
+	st := GeneratePodStatus(pod, &runtime.PodStatus{}, &prev, GenerateOptions{})
+	c := st.ContainerStatuses[0]
+	require.NotNil(t, c.State.Waiting)
+	require.NotNil(t, c.LastTerminationState.Terminated)
+	assert.Equal(t, ContainerStatusUnknown, c.LastTerminationState.Terminated.Reason)
+	assert.EqualValues(t, 137, c.LastTerminationState.Terminated.ExitCode)
+	assert.EqualValues(t, 5, c.RestartCount)
+	assert.Equal(t, v1.PodRunning, st.Phase, "a container that ran is not back to Pending")
+
+	t.Run("unknown state of a running container is terminated", func(t *testing.T) {
+		rs := &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{rcs("a", "a1", runtime.ContainerStateUnknown, gt0, 0, 4)}}
+		st := GeneratePodStatus(pod, rs, &prev, GenerateOptions{})
+		c := st.ContainerStatuses[0]
+		require.NotNil(t, c.State.Terminated)
+		assert.Equal(t, ContainerStatusUnknown, c.State.Terminated.Reason)
+		assert.EqualValues(t, 5, c.RestartCount)
+	})
+}
+
+func TestGenerateProbes(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{}
+	rs := &runtime.PodStatus{
+		SandboxStatuses:   []*runtime.SandboxStatus{readySandbox()},
+		ContainerStatuses: []*runtime.ContainerStatus{rcs("a", "a1", runtime.ContainerStateRunning, gt0, 0, 0)},
+	}
+	cases := []struct {
+		name string
+		old  *v1.PodStatus
+		want bool
+	}{
+		{name: "not ready until the prober says so", want: false},
+		{name: "the prober's verdict for the same container is kept", want: true,
+			old: &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "cri://a1", Ready: true}}}},
+		{name: "the verdict for an older instance is not", want: false,
+			old: &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "cri://a0", Ready: true}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := GeneratePodStatus(pod, rs, tc.old, GenerateOptions{})
+			assert.Equal(t, tc.want, st.ContainerStatuses[0].Ready)
+			assert.Equal(t, tc.want, condMap(st)[v1.PodReady] == v1.ConditionTrue)
+		})
+	}
+}
+
+func TestGenerateInitContainers(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways, "a")
+	pod.Spec.InitContainers = []v1.Container{{Name: "i1"}, {Name: "i2"}}
+	rs := &runtime.PodStatus{
+		SandboxStatuses: []*runtime.SandboxStatus{readySandbox()},
+		ContainerStatuses: []*runtime.ContainerStatus{
+			rcs("i1", "i1a", runtime.ContainerStateExited, gt0, 0, 0),
+			rcs("i2", "i2a", runtime.ContainerStateRunning, gt0.Add(time.Second), 0, 0),
+		},
+	}
+	st := GeneratePodStatus(pod, rs, nil, GenerateOptions{})
+	assert.Equal(t, v1.PodPending, st.Phase)
+	require.Len(t, st.InitContainerStatuses, 2)
+	assert.Equal(t, "i1", st.InitContainerStatuses[0].Name, "init containers in spec order")
+	assert.True(t, st.InitContainerStatuses[0].Ready, "a completed init container is ready")
+	assert.False(t, st.InitContainerStatuses[1].Ready)
+	assert.Equal(t, PodInitializing, st.ContainerStatuses[0].State.Waiting.Reason)
+	_, init := findCondition(st.Conditions, v1.PodInitialized)
+	assert.Equal(t, v1.ConditionFalse, init.Status)
+	assert.Equal(t, ContainersNotInitialized, init.Reason)
+	assert.Equal(t, "containers with incomplete status: [i2]", init.Message)
+}
+
+func TestGenerateKeepsTerminalPhaseAndOthersConditions(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways, "a")
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/gate"}}
+	pod.Status = v1.PodStatus{
+		Phase: v1.PodSucceeded, Reason: "Done",
+		Conditions: []v1.PodCondition{
+			{Type: "example.com/gate", Status: v1.ConditionFalse},
+			{Type: v1.PodReady, Status: v1.ConditionTrue},
+		},
+	}
+	rs := &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{rcs("a", "a1", runtime.ContainerStateRunning, gt0, 0, 0)}}
+	st := GeneratePodStatus(pod, rs, nil, GenerateOptions{})
+	assert.Equal(t, v1.PodSucceeded, st.Phase, "the apiserver's terminal phase is kept")
+	assert.Equal(t, "Done", st.Reason)
+	assert.Equal(t, v1.ConditionFalse, condMap(st)["example.com/gate"], "others' conditions kept")
+	n := 0
+	for _, c := range st.Conditions {
+		if c.Type == v1.PodReady {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "the agent's conditions replace the apiserver's")
+}
+
+func TestGenerateReadinessGates(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways, "a")
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/gate"}}
+	rs := &runtime.PodStatus{
+		SandboxStatuses:   []*runtime.SandboxStatus{readySandbox()},
+		ContainerStatuses: []*runtime.ContainerStatus{rcs("a", "a1", runtime.ContainerStateRunning, gt0, 0, 0)},
+	}
+	st := GeneratePodStatus(pod, rs, nil, GenerateOptions{})
+	_, ready := findCondition(st.Conditions, v1.PodReady)
+	assert.Equal(t, v1.ConditionFalse, ready.Status)
+	assert.Equal(t, ReadinessGatesNotReady, ready.Reason)
+	assert.Equal(t, v1.ConditionTrue, condMap(st)[v1.ContainersReady])
+
+	pod.Status.Conditions = []v1.PodCondition{{Type: "example.com/gate", Status: v1.ConditionTrue}}
+	st = GeneratePodStatus(pod, rs, nil, GenerateOptions{})
+	assert.Equal(t, v1.ConditionTrue, condMap(st)[v1.PodReady])
+}
+
+func TestGenerateHostNetworkPodGetsHostIPs(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways, "a")
+	pod.Spec.HostNetwork = true
+	sb := readySandbox()
+	sb.HostNetwork, sb.IPs = true, nil
+	rs := &runtime.PodStatus{SandboxStatuses: []*runtime.SandboxStatus{sb}}
+	st := GeneratePodStatus(pod, rs, nil, GenerateOptions{HostIPs: []string{"192.168.0.1", "fd00::1"}})
+	assert.Equal(t, "192.168.0.1", st.PodIP)
+	assert.Equal(t, []v1.PodIP{{IP: "192.168.0.1"}, {IP: "fd00::1"}}, st.PodIPs)
+	assert.Equal(t, []v1.HostIP{{IP: "192.168.0.1"}, {IP: "fd00::1"}}, st.HostIPs)
+	assert.Equal(t, v1.ConditionTrue, condMap(st)[v1.PodReadyToStartContainers])
+}
+
+func TestSandboxReady(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways, "a")
+	notReady := readySandbox()
+	notReady.State = runtime.SandboxStateNotReady
+	noIP := readySandbox()
+	noIP.IPs = nil
+	cases := []struct {
+		name string
+		rs   *runtime.PodStatus
+		want bool
+	}{
+		{name: "no sandbox and nothing running", rs: &runtime.PodStatus{}, want: false},
+		{name: "no sandbox but a running container", want: true,
+			rs: &runtime.PodStatus{ContainerStatuses: []*runtime.ContainerStatus{rcs("a", "a1", runtime.ContainerStateRunning, gt0, 0, 0)}}},
+		{name: "ready sandbox with IP", rs: &runtime.PodStatus{SandboxStatuses: []*runtime.SandboxStatus{readySandbox()}}, want: true},
+		{name: "newest sandbox not ready", rs: &runtime.PodStatus{SandboxStatuses: []*runtime.SandboxStatus{notReady, readySandbox()}}, want: false},
+		{name: "two ready sandboxes", rs: &runtime.PodStatus{SandboxStatuses: []*runtime.SandboxStatus{readySandbox(), readySandbox()}}, want: false},
+		{name: "sandbox without IP", rs: &runtime.PodStatus{SandboxStatuses: []*runtime.SandboxStatus{noIP}}, want: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, sandboxReady(pod, tc.rs))
+		})
+	}
+}
+
+func TestPodQOS(t *testing.T) {
+	rl := func(cpu, mem string) v1.ResourceList {
+		l := v1.ResourceList{}
+		if cpu != "" {
+			l[v1.ResourceCPU] = resource.MustParse(cpu)
+		}
+		if mem != "" {
+			l[v1.ResourceMemory] = resource.MustParse(mem)
+		}
+		return l
+	}
+	spec := func(req, lim v1.ResourceList) *v1.PodSpec {
+		return &v1.PodSpec{Containers: []v1.Container{{Name: "a", Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}}}
+	}
+	assert.Equal(t, v1.PodQOSBestEffort, podQOS(spec(nil, nil)))
+	assert.Equal(t, v1.PodQOSGuaranteed, podQOS(spec(rl("1", "1Gi"), rl("1", "1Gi"))))
+	assert.Equal(t, v1.PodQOSBurstable, podQOS(spec(rl("500m", "1Gi"), rl("1", "1Gi"))))
+	assert.Equal(t, v1.PodQOSBurstable, podQOS(spec(rl("1", ""), nil)))
+}
+
+func TestReasonCacheFallsBackForUnknownErrors(t *testing.T) {
+	c := NewReasonCache()
+	var res runtime.PodSyncResult
+	res.NewStep(runtime.StartContainer, "a").Fail(errors.New("boom"), "")
+	res.NewStep(runtime.KillContainer, "b").Fail(runtime.ErrKillContainer, "")
+	c.Update("uid1", res)
+	reason, msg, ok := c.Get("uid1", "a")
+	require.True(t, ok)
+	assert.Equal(t, "RunContainerError", reason)
+	assert.Equal(t, "boom", msg)
+	_, _, ok = c.Get("uid1", "b")
+	assert.False(t, ok, "only start steps count")
+	c.Remove("uid1")
+	_, _, ok = c.Get("uid1", "a")
+	assert.False(t, ok)
+}
+
+func TestMergePodStatus(t *testing.T) {
+	now := metav1.NewTime(gt0)
+	others := v1.PodCondition{Type: "example.com/x", Status: v1.ConditionTrue}
+	disruption := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "Evicted"}
+	cases := []struct {
+		name      string
+		api       v1.PodStatus
+		status    v1.PodStatus
+		delay     bool
+		wantPhase v1.PodPhase
+		wantConds map[v1.PodConditionType]v1.ConditionStatus
+	}{
+		{name: "others' conditions kept, agent's replaced",
+			api: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{others, {Type: v1.PodReady, Status: v1.ConditionFalse}}},
+			status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}},
+			wantPhase: v1.PodRunning,
+			wantConds: map[v1.PodConditionType]v1.ConditionStatus{"example.com/x": v1.ConditionTrue, v1.PodReady: v1.ConditionTrue}},
+		{name: "terminal phase held back while containers could run",
+			api:       v1.PodStatus{Phase: v1.PodRunning},
+			status:    v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{disruption}},
+			delay:     true,
+			wantPhase: v1.PodRunning,
+			wantConds: map[v1.PodConditionType]v1.ConditionStatus{}},
+		{name: "terminal phase and disruption sent together",
+			api:       v1.PodStatus{Phase: v1.PodRunning},
+			status:    v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{disruption}},
+			wantPhase: v1.PodFailed,
+			wantConds: map[v1.PodConditionType]v1.ConditionStatus{v1.DisruptionTarget: v1.ConditionTrue}},
+		{name: "terminal phase makes the pod not ready",
+			api: v1.PodStatus{Phase: v1.PodRunning},
+			status: v1.PodStatus{Phase: v1.PodSucceeded, Conditions: []v1.PodCondition{
+				{Type: v1.PodReady, Status: v1.ConditionTrue}, {Type: v1.ContainersReady, Status: v1.ConditionTrue}}},
+			wantPhase: v1.PodSucceeded,
+			wantConds: map[v1.PodConditionType]v1.ConditionStatus{v1.PodReady: v1.ConditionFalse, v1.ContainersReady: v1.ConditionFalse}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			apiCopy, stCopy := tc.api.DeepCopy(), tc.status.DeepCopy()
+			got := mergePodStatus(&tc.api, &tc.status, tc.delay, now)
+			assert.Equal(t, tc.wantPhase, got.Phase)
+			assert.Equal(t, tc.wantConds, condMap(got))
+			assert.Equal(t, apiCopy, &tc.api, "api status not modified")
+			assert.Equal(t, stCopy, &tc.status, "status not modified")
+		})
+	}
+}
+
+func TestStatusNormalizationEnforcesMaxBytes(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways)
+	st := v1.PodStatus{}
+	for i := range 48 {
+		name := fmt.Sprintf("c%02d", i)
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: name})
+		term := &v1.ContainerStateTerminated{Message: strings.Repeat("x", 1024)}
+		st.ContainerStatuses = append(st.ContainerStatuses, v1.ContainerStatus{Name: name,
+			State: v1.ContainerState{Terminated: term}, LastTerminationState: v1.ContainerState{Terminated: term.DeepCopy()}})
+	}
+	normalizeStatus(pod, &st)
+	for _, c := range st.ContainerStatuses {
+		assert.Len(t, c.State.Terminated.Message, 256, "12 KiB shared by 48 containers")
+		assert.Len(t, c.LastTerminationState.Terminated.Message, 256)
+	}
+}
+
+func TestNormalizeStatusTruncatesTimesAndSorts(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways, "a", "b")
+	pod.Spec.InitContainers = []v1.Container{{Name: "i1"}, {Name: "i2"}}
+	ts := metav1.NewTime(gt0.Add(123 * time.Millisecond))
+	st := v1.PodStatus{
+		StartTime:             &ts,
+		ContainerStatuses:     []v1.ContainerStatus{{Name: "b"}, {Name: "a", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: ts}}}},
+		InitContainerStatuses: []v1.ContainerStatus{{Name: "i2"}, {Name: "i1"}},
+	}
+	normalizeStatus(pod, &st)
+	assert.Equal(t, gt0, st.StartTime.Time.UTC())
+	assert.Equal(t, "a", st.ContainerStatuses[0].Name)
+	assert.Equal(t, gt0, st.ContainerStatuses[0].State.Running.StartedAt.Time.UTC())
+	assert.Equal(t, "i1", st.InitContainerStatuses[0].Name)
+}
+
+func TestStatusPatch(t *testing.T) {
+	base := v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{
+		{Type: "example.com/x", Status: v1.ConditionTrue},
+		{Type: v1.PodReady, Status: v1.ConditionTrue},
+	}}
+	t.Run("no change is no patch", func(t *testing.T) {
+		_, changed, err := statusPatch("uid1", &base, base.DeepCopy())
+		require.NoError(t, err)
+		assert.False(t, changed)
+	})
+	t.Run("changed fields and conditions only, with the UID", func(t *testing.T) {
+		st := base.DeepCopy()
+		st.Phase = v1.PodFailed
+		st.Conditions = []v1.PodCondition{{Type: "example.com/x", Status: v1.ConditionTrue}}
+		p, changed, err := statusPatch("uid1", &base, st)
+		require.NoError(t, err)
+		assert.True(t, changed)
+		assert.JSONEq(t, `{"metadata":{"uid":"uid1"},"status":{"phase":"Failed",
+			"conditions":[{"type":"Ready","$patch":"delete"}]}}`, string(p))
+	})
+}
