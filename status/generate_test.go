@@ -377,8 +377,8 @@ func TestMergePodStatus(t *testing.T) {
 		wantConds map[v1.PodConditionType]v1.ConditionStatus
 	}{
 		{name: "others' conditions kept, agent's replaced",
-			api: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{others, {Type: v1.PodReady, Status: v1.ConditionFalse}}},
-			status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}},
+			api:       v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{others, {Type: v1.PodReady, Status: v1.ConditionFalse}}},
+			status:    v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}},
 			wantPhase: v1.PodRunning,
 			wantConds: map[v1.PodConditionType]v1.ConditionStatus{"example.com/x": v1.ConditionTrue, v1.PodReady: v1.ConditionTrue}},
 		{name: "terminal phase held back while containers could run",
