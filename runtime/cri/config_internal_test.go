@@ -1,0 +1,103 @@
+package cri
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+func t0() time.Time { return time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC) }
+
+func TestExpand(t *testing.T) {
+	env := map[string]string{"A": "1", "B": "two"}
+	for in, want := range map[string]string{
+		"plain":        "plain",
+		"$(A)":         "1",
+		"x$(B)y":       "xtwoy",
+		"$(MISSING)":   "$(MISSING)",
+		"$$(A)":        "$(A)",
+		"$A":           "$A",
+		"$(A":          "$(A",
+		"cost: 5$":     "cost: 5$",
+		"$(A)$(B)$(A)": "1two1",
+	} {
+		require.Equal(t, want, expand(in, env), in)
+	}
+}
+
+func TestContainerConfig(t *testing.T) {
+	m := &Manager{cfg: Config{PodLogsRoot: "/logs"}}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec: v1.PodSpec{
+			HostNetwork:     true,
+			SecurityContext: &v1.PodSecurityContext{RunAsUser: ptr.To[int64](1000)},
+			Volumes:         []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/srv"}}}},
+		},
+	}
+	c := &v1.Container{
+		Name: "c", Image: "img", Command: []string{"echo", "$(X)"}, Args: []string{"$(Y)"}, WorkingDir: "/w",
+		Env:          []v1.EnvVar{{Name: "X", Value: "x"}, {Name: "Y", Value: "$(X)-y"}},
+		VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}},
+		Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")},
+			Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+		SecurityContext: &v1.SecurityContext{RunAsUser: ptr.To[int64](7), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+			Capabilities: &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}, Drop: []v1.Capability{"ALL"}}},
+	}
+	cfg, err := m.containerConfig(pod, c, containerTypeRegular, 3, "sha256:abc")
+	require.NoError(t, err)
+	require.Equal(t, uint32(3), cfg.Metadata.Attempt)
+	require.Equal(t, "c/3.log", cfg.LogPath)
+	require.Equal(t, "sha256:abc", cfg.Image.Image)
+	require.Equal(t, []string{"echo", "x"}, cfg.Command)
+	require.Equal(t, []string{"x-y"}, cfg.Args, "env refers to earlier env")
+	require.Equal(t, "/w", cfg.WorkingDir)
+	require.Equal(t, []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: "/srv", Readonly: true}}, cfg.Mounts)
+	r := cfg.Linux.Resources
+	require.EqualValues(t, 256, r.CpuShares)
+	require.EqualValues(t, 50000, r.CpuQuota)
+	require.EqualValues(t, 100000, r.CpuPeriod)
+	require.EqualValues(t, 64<<20, r.MemoryLimitInBytes)
+	sc := cfg.Linux.SecurityContext
+	require.EqualValues(t, 7, sc.RunAsUser.Value, "the container's user wins over the pod's")
+	require.True(t, sc.NoNewPrivs)
+	require.True(t, sc.ReadonlyRootfs)
+	require.Equal(t, []string{"NET_ADMIN"}, sc.Capabilities.AddCapabilities)
+	require.Equal(t, runtimeapi.NamespaceMode_NODE, sc.NamespaceOptions.Network)
+
+	sb := m.sandboxConfig(pod, 2)
+	require.Empty(t, sb.Hostname, "host-network sandboxes leave the hostname empty")
+	require.Equal(t, "/logs/ns_p_u", sb.LogDirectory)
+	require.EqualValues(t, 2, sb.Metadata.Attempt)
+	require.Equal(t, runtimeapi.NamespaceMode_NODE, sb.Linux.SecurityContext.NamespaceOptions.Network)
+
+	pod.Spec.Volumes[0].HostPath = nil
+	pod.Spec.Volumes[0].EmptyDir = &v1.EmptyDirVolumeSource{}
+	_, err = m.containerConfig(pod, c, containerTypeRegular, 0, "img")
+	require.ErrorIs(t, err, runtime.ErrCreateContainerConfig)
+}
+
+func TestNoResourcesGetMinimumShares(t *testing.T) {
+	r := linuxResources(&v1.Container{})
+	require.EqualValues(t, 2, r.CpuShares)
+	require.Zero(t, r.CpuQuota)
+	r = linuxResources(&v1.Container{Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}})
+	require.EqualValues(t, 1024, r.CpuShares, "requests default to limits")
+}
+
+func TestPodHostname(t *testing.T) {
+	long := strings.Repeat("a", 62) + "-zzz"
+	require.Equal(t, strings.Repeat("a", 62), podHostname(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: long}}))
+	require.Equal(t, "h", podHostname(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1.PodSpec{Hostname: "h"}}))
+}

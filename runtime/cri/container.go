@@ -1,0 +1,281 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// errConfig is a container the manager cannot express as a CRI config.
+func errConfig(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", runtime.ErrCreateContainerConfig, fmt.Sprintf(format, args...))
+}
+
+// checkPod rejects what no container of the pod may ask for, before anything
+// of the pod is started.
+func (m *Manager) checkPod(pod *v1.Pod) error {
+	if !m.cfg.AllowPrivileged && podPrivileged(pod) {
+		return errConfig("pod %s/%s asks for a privileged container, but privileged containers are not allowed (Config.AllowPrivileged is off)", pod.Namespace, pod.Name)
+	}
+	return nil
+}
+
+// containerConfig builds the CRI config of one container instance.
+func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, ctype string, restartCount int, imageRef string) (*runtimeapi.ContainerConfig, error) {
+	if !m.cfg.AllowPrivileged && c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+		return nil, errConfig("container %q is privileged, but privileged containers are not allowed (Config.AllowPrivileged is off)", c.Name)
+	}
+	if len(c.EnvFrom) > 0 {
+		return nil, errConfig("container %q: envFrom is not supported: only plain env values are", c.Name)
+	}
+	env := make(map[string]string, len(c.Env))
+	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
+	for _, e := range c.Env {
+		if e.ValueFrom != nil {
+			return nil, errConfig("container %q: env %q takes its value from an API object, which is not supported: only plain values are", c.Name, e.Name)
+		}
+		v := expand(e.Value, env)
+		env[e.Name] = v
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
+	}
+	mounts, err := mounts(pod, c)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
+		Command:     expandAll(c.Command, env),
+		Args:        expandAll(c.Args, env),
+		WorkingDir:  c.WorkingDir,
+		Envs:        envs,
+		Mounts:      mounts,
+		Labels:      containerLabels(pod, c),
+		Annotations: containerAnnotations(pod, c, ctype, restartCount),
+		LogPath:     filepath.Join(c.Name, strconv.Itoa(restartCount)+".log"),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       linuxResources(c),
+			SecurityContext: securityContext(pod, c),
+		},
+	}
+	return cfg, nil
+}
+
+func mounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
+	var out []*runtimeapi.Mount
+	for _, vm := range c.VolumeMounts {
+		var vol *v1.Volume
+		for i := range pod.Spec.Volumes {
+			if pod.Spec.Volumes[i].Name == vm.Name {
+				vol = &pod.Spec.Volumes[i]
+			}
+		}
+		if vol == nil {
+			return nil, errConfig("container %q mounts volume %q, which the pod does not declare", c.Name, vm.Name)
+		}
+		if vol.HostPath == nil {
+			return nil, errConfig("container %q mounts volume %q: only hostPath volumes are supported", c.Name, vm.Name)
+		}
+		hp := vol.HostPath.Path
+		if vm.SubPath != "" {
+			hp = filepath.Join(hp, vm.SubPath)
+		}
+		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: hp, Readonly: vm.ReadOnly})
+	}
+	return out, nil
+}
+
+// expand replaces $(VAR) by env's value, leaves unknown references as they
+// are and turns $$ into $, as the kubelet does.
+func expand(s string, env map[string]string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteByte('$')
+				continue
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := env[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+func expandAll(in []string, env map[string]string) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = expand(s, env)
+	}
+	return out
+}
+
+const (
+	cpuPeriod  = 100000 // the kernel's default CFS period, in µs
+	minShares  = 2
+	minQuota   = 1000
+	sharesPerC = 1024
+)
+
+func linuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
+	r := &runtimeapi.LinuxContainerResources{CpuShares: minShares}
+	req, hasReq := c.Resources.Requests[v1.ResourceCPU]
+	lim, hasLim := c.Resources.Limits[v1.ResourceCPU]
+	if !hasReq && hasLim {
+		req, hasReq = lim, true // the API defaults requests to limits
+	}
+	if hasReq {
+		r.CpuShares = max(minShares, req.MilliValue()*sharesPerC/1000)
+	}
+	if hasLim {
+		r.CpuPeriod = cpuPeriod
+		r.CpuQuota = max(minQuota, lim.MilliValue()*cpuPeriod/1000)
+	}
+	if mem, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
+		r.MemoryLimitInBytes = mem.Value()
+	}
+	return r
+}
+
+func securityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
+	}
+	csc := c.SecurityContext
+	if csc == nil {
+		return sc
+	}
+	if csc.RunAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
+	}
+	if csc.RunAsGroup != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
+	}
+	if csc.Privileged != nil {
+		sc.Privileged = *csc.Privileged
+	}
+	if csc.ReadOnlyRootFilesystem != nil {
+		sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
+	}
+	if csc.AllowPrivilegeEscalation != nil {
+		sc.NoNewPrivs = !*csc.AllowPrivilegeEscalation
+	}
+	if caps := csc.Capabilities; caps != nil {
+		sc.Capabilities = &runtimeapi.Capability{}
+		for _, a := range caps.Add {
+			sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
+		}
+		for _, d := range caps.Drop {
+			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
+		}
+	}
+	return sc
+}
+
+// restartCountFromLogs is used when the status knows no instance of the
+// container: the kubelet then continues after the highest <n>.log in the
+// container's log directory, so logs of earlier instances are not
+// overwritten.
+func restartCountFromLogs(dir string) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	next := 0
+	for _, e := range entries {
+		n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log"))
+		if err == nil && strings.HasSuffix(e.Name(), ".log") && n+1 > next {
+			next = n + 1
+		}
+	}
+	return next
+}
+
+// startContainer pulls, creates and starts one container. The error wraps
+// the step sentinel; msg is the message for the container's status.
+func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, pod *v1.Pod, c *v1.Container, ctype string, st *runtime.PodStatus, pullSecrets []v1.Secret) (msg string, err error) {
+	ref, msg, err := m.images.ensure(ctx, pod, c, sandbox, pullSecrets)
+	if err != nil {
+		return msg, err
+	}
+	restartCount := 0
+	if prev := st.FindContainerStatusByName(c.Name); prev != nil {
+		restartCount = prev.RestartCount + 1
+	} else {
+		restartCount = restartCountFromLogs(filepath.Join(sandbox.LogDirectory, c.Name))
+	}
+	cfg, err := m.containerConfig(pod, c, ctype, restartCount, ref)
+	if err != nil {
+		return err.Error(), err
+	}
+	cctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	created, err := m.rt.CreateContainer(cctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandbox})
+	if err != nil {
+		msg = wrapErr("CreateContainer", err).Error()
+		return msg, fmt.Errorf("%w: %s", runtime.ErrCreateContainer, msg)
+	}
+	if _, err := m.rt.StartContainer(cctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+		msg = wrapErr("StartContainer", err).Error()
+		return msg, fmt.Errorf("%w: %s", runtime.ErrRunContainer, msg)
+	}
+	return "", nil
+}
+
+// stopContainer stops one container, giving it grace seconds after TERM.
+// A container that is gone already counts as stopped.
+func (m *Manager) stopContainer(ctx context.Context, id string, grace int64) error {
+	ctx, cancel := m.callCtx(ctx, time.Duration(grace)*time.Second)
+	defer cancel()
+	_, err := m.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: grace})
+	if err != nil {
+		err = wrapErr("StopContainer", err)
+		if errors.Is(err, runtime.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}

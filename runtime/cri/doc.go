@@ -1,0 +1,39 @@
+// Package cri is the CRI runtime manager: runtime.Runtime over the
+// runtime/v1 gRPC API, so nodekit drives containerd or CRI-O as the
+// kubelet's kuberuntime manager does.
+//
+// Where it sits: agent -> podworkers -> Manager.SyncPod/KillPod -> CRI
+// runtime; the PLEG relists with Manager.GetPods and GetPodStatus.
+//
+// What it owns:
+//   - the connection (unix socket, optional separate image endpoint, version
+//     check at New, per-call timeouts, message size limit; Unimplemented
+//     answers are runtime.ErrNotSupported, never failures);
+//   - SyncPod in the kubelet's order over runtime.ComputePodActions, with
+//     crash-loop back-off (runtime.Backoff, keyed by runtime.BackoffKey);
+//   - KillPod (containers stopped in parallel with the effective grace
+//     period, then the sandboxes) and RemovePod;
+//   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
+//     pulls, pull back-off;
+//   - sandbox and container configs from the pod spec, and the kubelet's wire
+//     conventions: the io.kubernetes.* labels and annotations (read back by
+//     GetPods and GetPodStatus) and the log layout
+//     <PodLogsRoot>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
+//
+// Not (yet) covered: env from API objects and envFrom (a
+// CreateContainerConfigError), volumes other than hostPath, pull secrets,
+// lifecycle hooks, probes, the termination-message file, QoS OOM scores and
+// cgroup parents, garbage collection (RemovePod cleans a deleted pod up).
+//
+// Usage:
+//
+//	m, err := cri.New(ctx, cri.Config{Endpoint: "unix:///run/containerd/containerd.sock"})
+//	if errors.Is(err, cri.ErrRuntimeUnavailable) { /* retry later */ }
+//	defer m.Close()
+//	st, _ := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+//	res := m.SyncPod(ctx, pod, st, nil, backoff)
+//	if err := res.Error(); err != nil { reason := runtime.Reason(err) ... }
+//
+// Tests use the fake runtime in runtime/cri/fakecri, or a real containerd
+// started by hack/containerd.sh (see internal/testenv).
+package cri

@@ -1,0 +1,202 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// puller ensures images are present: pull policy, QPS/burst, serialized or
+// bounded-parallel pulls and pull back-off, as the kubelet's image manager.
+type puller struct {
+	img     runtimeapi.ImageServiceClient
+	clock   clock.PassiveClock
+	backoff *runtime.Backoff
+	limit   *tokenBucket // nil: no limit
+	slots   chan struct{}
+	timeout time.Duration
+
+	// failedAt is the time of each key's last failed pull: the back-off
+	// runs from there, as the kubelet's IsInBackOffSinceUpdate.
+	mu       sync.Mutex
+	failedAt map[string]time.Time
+}
+
+func newPuller(c Config, img runtimeapi.ImageServiceClient) *puller {
+	p := &puller{
+		img:      img,
+		clock:    c.Clock,
+		backoff:  c.ImagePullBackoff,
+		slots:    make(chan struct{}, c.MaxParallelImagePulls),
+		timeout:  c.CallTimeout,
+		failedAt: map[string]time.Time{},
+	}
+	if c.RegistryPullQPS > 0 {
+		p.limit = newTokenBucket(c.RegistryPullQPS, c.RegistryBurst, c.Clock)
+	}
+	return p
+}
+
+// pullPolicy is the container's policy, or the API's default when empty:
+// Always for :latest or untagged images, IfNotPresent otherwise.
+func pullPolicy(c *v1.Container) v1.PullPolicy {
+	if c.ImagePullPolicy != "" {
+		return c.ImagePullPolicy
+	}
+	ref := c.Image
+	if i := strings.LastIndexByte(ref, '@'); i >= 0 {
+		return v1.PullIfNotPresent
+	}
+	slash := strings.LastIndexByte(ref, '/')
+	colon := strings.LastIndexByte(ref, ':')
+	if colon <= slash || ref[colon+1:] == "latest" {
+		return v1.PullAlways
+	}
+	return v1.PullIfNotPresent
+}
+
+// ensure returns the image reference to create c from. Its error wraps
+// ErrInvalidImageName, ErrImageInspect, ErrImageNeverPull, ErrImagePull or
+// ErrImagePullBackOff; msg is the message for the container's status.
+func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig, pullSecrets []v1.Secret) (ref, msg string, err error) {
+	image := strings.TrimSpace(c.Image)
+	if image == "" || strings.ContainsAny(image, " \t\n") {
+		msg = fmt.Sprintf("Failed to apply default image tag %q: invalid reference format", c.Image)
+		return "", msg, fmt.Errorf("%w: %s", runtime.ErrInvalidImageName, msg)
+	}
+	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image, Annotations: sandbox.GetAnnotations()}
+	policy := pullPolicy(c)
+	if policy != v1.PullAlways {
+		cctx, cancel := context.WithTimeout(ctx, p.timeout)
+		resp, err := p.img.ImageStatus(cctx, &runtimeapi.ImageStatusRequest{Image: spec})
+		cancel()
+		if err != nil {
+			msg = fmt.Sprintf("Failed to inspect image %q: %v", image, err)
+			return "", msg, fmt.Errorf("%w: %s", runtime.ErrImageInspect, msg)
+		}
+		if img := resp.GetImage(); img != nil {
+			return img.Id, "", nil
+		}
+		if policy == v1.PullNever {
+			msg = fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
+			return "", msg, fmt.Errorf("%w: %s", runtime.ErrImageNeverPull, msg)
+		}
+	}
+	key := string(pod.UID) + "_" + image
+	p.mu.Lock()
+	last, failed := p.failedAt[key]
+	p.mu.Unlock()
+	if failed && p.backoff.IsInBackOffSince(key, last) {
+		msg = fmt.Sprintf("Back-off pulling image %q", image)
+		return "", msg, fmt.Errorf("%w: %s", runtime.ErrImagePullBackOff, msg)
+	}
+	ref, err = p.pull(ctx, spec, sandbox)
+	if err != nil {
+		now := p.clock.Now()
+		p.backoff.Next(key, now)
+		p.mu.Lock()
+		p.failedAt[key] = now
+		p.mu.Unlock()
+		msg = fmt.Sprintf("Failed to pull image %q: %v", image, err)
+		return "", msg, fmt.Errorf("%w: %s", runtime.ErrImagePull, msg)
+	}
+	if failed {
+		p.backoff.Reset(key)
+		p.mu.Lock()
+		delete(p.failedAt, key)
+		p.mu.Unlock()
+	}
+	return ref, "", nil
+}
+
+func (p *puller) pull(ctx context.Context, spec *runtimeapi.ImageSpec, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+	if p.limit != nil && !p.limit.tryTake() {
+		return "", fmt.Errorf("pull QPS exceeded")
+	}
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-p.slots }()
+	resp, err := p.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox})
+	if err != nil {
+		return "", err
+	}
+	return resp.ImageRef, nil
+}
+
+// tokenBucket is a token bucket of burst tokens refilled at qps per second.
+type tokenBucket struct {
+	mu     sync.Mutex
+	clock  clock.PassiveClock
+	qps    float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func newTokenBucket(qps float64, burst int, clk clock.PassiveClock) *tokenBucket {
+	if burst < 1 {
+		burst = 1
+	}
+	return &tokenBucket{clock: clk, qps: qps, burst: float64(burst), tokens: float64(burst), last: clk.Now()}
+}
+
+func (b *tokenBucket) tryTake() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(b.burst, b.tokens+d.Seconds()*b.qps)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// PullImage pulls image (subject to the pull QPS and parallelism limits) and
+// returns its reference. Pull secrets are not used yet.
+func (m *Manager) PullImage(ctx context.Context, image string, _ []v1.Secret) (string, error) {
+	ref, err := m.images.pull(ctx, &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image}, nil)
+	if err != nil {
+		return "", fmt.Errorf("cri PullImage %q: %w: %w", image, runtime.ErrImagePull, err)
+	}
+	return ref, nil
+}
+
+// ListImages lists the runtime's images.
+func (m *Manager) ListImages(ctx context.Context) ([]runtime.Image, error) {
+	ctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	resp, err := m.img.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	if err != nil {
+		return nil, wrapErr("ListImages", err)
+	}
+	out := make([]runtime.Image, 0, len(resp.Images))
+	for _, i := range resp.Images {
+		out = append(out, runtime.Image{ID: i.Id, RepoTags: i.RepoTags, Size: i.Size})
+	}
+	return out, nil
+}
+
+// RemoveImage removes an image.
+func (m *Manager) RemoveImage(ctx context.Context, image string) error {
+	ctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	if _, err := m.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: image}}); err != nil {
+		return wrapErr("RemoveImage", err)
+	}
+	return nil
+}

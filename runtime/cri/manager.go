@@ -1,0 +1,263 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// ErrRuntimeUnavailable is returned by New when the runtime does not answer
+// at its endpoint. The caller may retry later.
+var ErrRuntimeUnavailable = errors.New("container runtime is not answering")
+
+// Config configures a Manager. Only Endpoint is required.
+type Config struct {
+	// Endpoint is the CRI runtime socket, "unix:///run/containerd/containerd.sock".
+	// An absolute path is taken as a unix socket.
+	Endpoint string
+	// ImageEndpoint is the image service socket. Default: Endpoint.
+	ImageEndpoint string
+	// CallTimeout bounds each CRI call (the kubelet's runtime-request-timeout).
+	// RunPodSandbox gets twice as long and StopContainer the grace period on
+	// top; image pulls are bounded by the caller's context only. Default 2m.
+	CallTimeout time.Duration
+	// MaxMsgSize bounds gRPC messages in both directions. Default 16 MiB.
+	MaxMsgSize int
+	// RuntimeHandler selects the runtime class handler for sandboxes.
+	// Default: the runtime's default handler.
+	RuntimeHandler string
+	// PodLogsRoot is the root of the pod log directories (the kubelet's
+	// /var/log/pods). Container logs go to
+	// <PodLogsRoot>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
+	// Default /var/log/pods.
+	PodLogsRoot string
+	// AllowPrivileged permits privileged containers (the kubelet's
+	// allow_privileged). Default false: a pod asking for one gets
+	// CreateContainerConfigError and nothing of it is started.
+	AllowPrivileged bool
+	// RegistryPullQPS and RegistryBurst limit image pulls with a token
+	// bucket (the kubelet's registry_qps and registry_burst); a pull over
+	// the limit fails at once with ErrImagePull. Defaults 5 and 10; a
+	// negative RegistryPullQPS means no limit.
+	RegistryPullQPS float64
+	RegistryBurst   int
+	// MaxParallelImagePulls bounds concurrent pulls. Default 1: pulls are
+	// serialized, as with the kubelet's serialize_image_pulls.
+	MaxParallelImagePulls int
+	// ImagePullBackoff delays pulls of an image that failed, per pod and
+	// image. Default 10s doubling up to 300s.
+	ImagePullBackoff *runtime.Backoff
+	// CrashLoopBackoff is used by SyncPod when its caller passes no back-off.
+	// Default 10s doubling up to 300s.
+	CrashLoopBackoff *runtime.Backoff
+	// Clock is the time source. Default: the real clock.
+	Clock clock.Clock
+	// Log receives the manager's logs. Default: logr.Discard().
+	Log logr.Logger
+}
+
+// Manager implements runtime.Runtime over a CRI runtime. It is safe for
+// concurrent use.
+type Manager struct {
+	cfg     Config
+	conns   []*grpc.ClientConn
+	rt      runtimeapi.RuntimeServiceClient
+	img     runtimeapi.ImageServiceClient
+	clock   clock.Clock
+	log     logr.Logger
+	name    string
+	version string
+	images  *puller
+}
+
+var (
+	_ runtime.Runtime      = (*Manager)(nil)
+	_ runtime.ImageService = (*Manager)(nil)
+)
+
+// New connects to the runtime at c.Endpoint and checks that it answers the
+// runtime/v1 API. A runtime that is down gives an error wrapping
+// ErrRuntimeUnavailable; bad configuration one wrapping
+// runtime.ErrInvalidConfig. Close the Manager when done.
+func New(ctx context.Context, c Config) (*Manager, error) {
+	if err := setDefaults(&c); err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: c, clock: c.Clock, log: c.Log}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.MaxMsgSize), grpc.MaxCallSendMsgSize(c.MaxMsgSize)),
+	}
+	conn, err := grpc.NewClient(c.Endpoint, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cri: Endpoint %q: %v: %w", c.Endpoint, err, runtime.ErrInvalidConfig)
+	}
+	m.conns = append(m.conns, conn)
+	m.rt = runtimeapi.NewRuntimeServiceClient(conn)
+	m.img = runtimeapi.NewImageServiceClient(conn)
+	if c.ImageEndpoint != c.Endpoint {
+		iconn, err := grpc.NewClient(c.ImageEndpoint, opts...)
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("cri: ImageEndpoint %q: %v: %w", c.ImageEndpoint, err, runtime.ErrInvalidConfig)
+		}
+		m.conns = append(m.conns, iconn)
+		m.img = runtimeapi.NewImageServiceClient(iconn)
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.CallTimeout)
+	defer cancel()
+	v, err := m.rt.Version(cctx, &runtimeapi.VersionRequest{Version: "v1"})
+	if err != nil {
+		m.Close()
+		if status.Code(err) == codes.Unimplemented {
+			return nil, fmt.Errorf("cri: runtime at %s does not serve the runtime/v1 API: %w", c.Endpoint, runtime.ErrNotSupported)
+		}
+		return nil, fmt.Errorf("cri: %w at %s: %v", ErrRuntimeUnavailable, c.Endpoint, err)
+	}
+	if v.RuntimeApiVersion != "" && v.RuntimeApiVersion != "v1" && !strings.HasPrefix(v.RuntimeApiVersion, "v1") {
+		m.Close()
+		return nil, fmt.Errorf("cri: runtime at %s speaks CRI %q, want v1: %w", c.Endpoint, v.RuntimeApiVersion, runtime.ErrNotSupported)
+	}
+	if c.ImageEndpoint != c.Endpoint {
+		if _, err := m.img.ImageFsInfo(cctx, &runtimeapi.ImageFsInfoRequest{}); err != nil && status.Code(err) == codes.Unavailable {
+			m.Close()
+			return nil, fmt.Errorf("cri: image service %w at %s: %v", ErrRuntimeUnavailable, c.ImageEndpoint, err)
+		}
+	}
+	m.name, m.version = v.RuntimeName, v.RuntimeVersion
+	if m.name == "" {
+		m.name = "cri"
+	}
+	m.images = newPuller(c, m.img)
+	m.log.V(1).Info("connected to CRI runtime", "endpoint", c.Endpoint, "runtime", m.name, "version", m.version)
+	return m, nil
+}
+
+func setDefaults(c *Config) error {
+	if c.Endpoint == "" {
+		return fmt.Errorf("cri: Endpoint is required: %w", runtime.ErrInvalidConfig)
+	}
+	var err error
+	if c.Endpoint, err = normalizeEndpoint(c.Endpoint); err != nil {
+		return err
+	}
+	if c.ImageEndpoint == "" {
+		c.ImageEndpoint = c.Endpoint
+	} else if c.ImageEndpoint, err = normalizeEndpoint(c.ImageEndpoint); err != nil {
+		return err
+	}
+	if c.CallTimeout < 0 || c.MaxMsgSize < 0 || c.RegistryBurst < 0 || c.MaxParallelImagePulls < 0 {
+		return fmt.Errorf("cri: negative CallTimeout, MaxMsgSize, RegistryBurst or MaxParallelImagePulls: %w", runtime.ErrInvalidConfig)
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = 2 * time.Minute
+	}
+	if c.MaxMsgSize == 0 {
+		c.MaxMsgSize = 16 << 20
+	}
+	if c.PodLogsRoot == "" {
+		c.PodLogsRoot = "/var/log/pods"
+	}
+	if c.RegistryPullQPS == 0 {
+		c.RegistryPullQPS = 5
+	}
+	if c.RegistryBurst == 0 {
+		c.RegistryBurst = 10
+	}
+	if c.MaxParallelImagePulls == 0 {
+		c.MaxParallelImagePulls = 1
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Log.GetSink() == nil {
+		c.Log = logr.Discard()
+	}
+	if c.ImagePullBackoff == nil {
+		c.ImagePullBackoff = runtime.NewBackoff(10*time.Second, 300*time.Second, 0, c.Clock)
+	}
+	if c.CrashLoopBackoff == nil {
+		c.CrashLoopBackoff = runtime.NewBackoff(10*time.Second, 300*time.Second, 0, c.Clock)
+	}
+	return nil
+}
+
+func normalizeEndpoint(e string) (string, error) {
+	switch {
+	case strings.HasPrefix(e, "unix://") && len(e) > len("unix://"):
+		return e, nil
+	case strings.HasPrefix(e, "/"):
+		return "unix://" + e, nil
+	}
+	return "", fmt.Errorf("cri: endpoint %q: want unix:///path/to.sock: %w", e, runtime.ErrInvalidConfig)
+}
+
+// Close closes the connections to the runtime.
+func (m *Manager) Close() error {
+	var errs []error
+	for _, c := range m.conns {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Type returns the runtime's name as it reported it ("containerd").
+func (m *Manager) Type() string { return m.name }
+
+// Version returns the runtime's version.
+func (m *Manager) Version(ctx context.Context) (string, error) {
+	ctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	v, err := m.rt.Version(ctx, &runtimeapi.VersionRequest{Version: "v1"})
+	if err != nil {
+		return "", wrapErr("Version", err)
+	}
+	return v.RuntimeVersion, nil
+}
+
+// Status reports the runtime's conditions.
+func (m *Manager) Status(ctx context.Context) (*runtime.RuntimeStatus, error) {
+	ctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	resp, err := m.rt.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		return nil, wrapErr("Status", err)
+	}
+	st := &runtime.RuntimeStatus{}
+	for _, c := range resp.GetStatus().GetConditions() {
+		st.Conditions = append(st.Conditions, runtime.RuntimeCondition{
+			Type: runtime.RuntimeConditionType(c.Type), Status: c.Status, Reason: c.Reason, Message: c.Message,
+		})
+	}
+	return st, nil
+}
+
+// callCtx bounds one call: CallTimeout plus extra.
+func (m *Manager) callCtx(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, m.cfg.CallTimeout+extra)
+}
+
+// wrapErr maps gRPC codes to the runtime package's sentinels at the edge:
+// Unimplemented is "not supported" (containerd 1.6 lacks some calls), never
+// a failure to retry; NotFound is runtime.ErrNotFound.
+func wrapErr(op string, err error) error {
+	switch status.Code(err) {
+	case codes.Unimplemented:
+		return fmt.Errorf("cri %s: %w: %v", op, runtime.ErrNotSupported, status.Convert(err).Message())
+	case codes.NotFound:
+		return fmt.Errorf("cri %s: %w: %v", op, runtime.ErrNotFound, status.Convert(err).Message())
+	}
+	return fmt.Errorf("cri %s: %w", op, err)
+}

@@ -1,0 +1,295 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+func containerState(s runtimeapi.ContainerState) runtime.ContainerState {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		return runtime.ContainerStateCreated
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return runtime.ContainerStateRunning
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return runtime.ContainerStateExited
+	}
+	return runtime.ContainerStateUnknown
+}
+
+func (m *Manager) id(id string) runtime.ContainerID {
+	return runtime.ContainerID{Type: m.name, ID: id}
+}
+
+// GetPods lists the pods that have sandboxes or containers with nodekit's
+// (the kubelet's) labels: with all=false only ready sandboxes and running
+// containers, with all=true everything. Two CRI calls.
+func (m *Manager) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) {
+	ctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	sbReq := &runtimeapi.ListPodSandboxRequest{}
+	cReq := &runtimeapi.ListContainersRequest{}
+	if !all {
+		sbReq.Filter = &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}
+		cReq.Filter = &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
+	}
+	sbs, err := m.rt.ListPodSandbox(ctx, sbReq)
+	if err != nil {
+		return nil, wrapErr("ListPodSandbox", err)
+	}
+	cs, err := m.rt.ListContainers(ctx, cReq)
+	if err != nil {
+		return nil, wrapErr("ListContainers", err)
+	}
+	pods := make(map[types.UID]*runtime.Pod)
+	get := func(labels map[string]string) *runtime.Pod {
+		uid := types.UID(labels[LabelPodUID])
+		if uid == "" {
+			return nil // not a kubelet-style object
+		}
+		p := pods[uid]
+		if p == nil {
+			p = &runtime.Pod{ID: uid, Name: labels[LabelPodName], Namespace: labels[LabelPodNamespace]}
+			pods[uid] = p
+		}
+		return p
+	}
+	for _, sb := range sbs.Items {
+		p := get(sb.Labels)
+		if p == nil {
+			continue
+		}
+		state := runtime.ContainerStateExited
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			state = runtime.ContainerStateRunning
+		}
+		p.Sandboxes = append(p.Sandboxes, &runtime.Container{ID: m.id(sb.Id), State: state})
+		if uint64(sb.CreatedAt) > p.CreatedAt {
+			p.CreatedAt = uint64(sb.CreatedAt)
+		}
+	}
+	for _, c := range cs.Containers {
+		p := get(c.Labels)
+		if p == nil {
+			continue
+		}
+		ci := readContainerInfo(c.Labels, c.Annotations)
+		name := ci.name
+		if name == "" {
+			name = c.GetMetadata().GetName()
+		}
+		p.Containers = append(p.Containers, &runtime.Container{
+			ID: m.id(c.Id), Name: name, Image: c.GetImage().GetImage(), ImageID: c.ImageRef,
+			Hash: ci.hash, State: containerState(c.State),
+		})
+	}
+	out := make([]*runtime.Pod, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// GetPodStatus inspects one pod: its sandboxes newest first (the newest
+// one's status asked for IPs and network mode) and every container instance,
+// newest first, each with a ContainerStatus call.
+func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error) {
+	ctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	st := &runtime.PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: m.clock.Now()}
+	sel := map[string]string{LabelPodUID: string(uid)}
+	sbs, err := m.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: sel}})
+	if err != nil {
+		return nil, wrapErr("ListPodSandbox", err)
+	}
+	items := sbs.Items
+	sort.Slice(items, func(i, j int) bool { return items[i].CreatedAt > items[j].CreatedAt })
+	for i, sb := range items {
+		ss := &runtime.SandboxStatus{
+			ID:        sb.Id,
+			State:     runtime.SandboxStateNotReady,
+			Attempt:   sb.GetMetadata().GetAttempt(),
+			CreatedAt: time.Unix(0, sb.CreatedAt),
+		}
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			ss.State = runtime.SandboxStateReady
+		}
+		if i == 0 {
+			resp, err := m.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id})
+			switch {
+			case err == nil:
+				s := resp.GetStatus()
+				ss.HostNetwork = s.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
+				if ip := s.GetNetwork().GetIp(); ip != "" && ss.State == runtime.SandboxStateReady && !ss.HostNetwork {
+					ss.IPs = append(ss.IPs, ip)
+					for _, a := range s.GetNetwork().GetAdditionalIps() {
+						ss.IPs = append(ss.IPs, a.Ip)
+					}
+				}
+			case errors.Is(wrapErr("", err), runtime.ErrNotFound):
+				// Removed since the list; keep what the list said.
+			default:
+				return nil, wrapErr("PodSandboxStatus", err)
+			}
+			st.IPs = ss.IPs
+		}
+		st.SandboxStatuses = append(st.SandboxStatuses, ss)
+	}
+	cs, err := m.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: sel}})
+	if err != nil {
+		return nil, wrapErr("ListContainers", err)
+	}
+	for _, c := range cs.Containers {
+		resp, err := m.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+		if err != nil {
+			if errors.Is(wrapErr("", err), runtime.ErrNotFound) {
+				continue // removed since the list
+			}
+			return nil, wrapErr("ContainerStatus", err)
+		}
+		cs := m.containerStatus(resp.GetStatus())
+		cs.SandboxID = c.PodSandboxId
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
+	}
+	sort.Slice(st.ContainerStatuses, func(i, j int) bool {
+		a, b := st.ContainerStatuses[i], st.ContainerStatuses[j]
+		if !a.CreatedAt.Equal(b.CreatedAt) {
+			return a.CreatedAt.After(b.CreatedAt)
+		}
+		return a.RestartCount > b.RestartCount // same clock tick: the later instance counts higher
+	})
+	return st, nil
+}
+
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+func (m *Manager) containerStatus(s *runtimeapi.ContainerStatus) *runtime.ContainerStatus {
+	ci := readContainerInfo(s.Labels, s.Annotations)
+	name := ci.name
+	if name == "" {
+		name = s.GetMetadata().GetName()
+	}
+	return &runtime.ContainerStatus{
+		ID:           m.id(s.Id),
+		Name:         name,
+		State:        containerState(s.State),
+		CreatedAt:    unixTime(s.CreatedAt),
+		StartedAt:    unixTime(s.StartedAt),
+		FinishedAt:   unixTime(s.FinishedAt),
+		ExitCode:     int(s.ExitCode),
+		Reason:       s.Reason,
+		Message:      s.Message,
+		Image:        s.GetImage().GetImage(),
+		ImageID:      s.ImageRef,
+		Hash:         ci.hash,
+		RestartCount: ci.restartCount,
+	}
+}
+
+// KillPod stops runningPod's containers in parallel, each with the effective
+// grace period, then its sandboxes. For an orphan (pod nil) the grace period
+// comes from the container's annotations. Stopped containers and sandboxes
+// stay until RemovePod or the runtime's garbage collection.
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, runningPod runtime.Pod, gracePeriodOverride *int64) error {
+	res := m.killPod(ctx, pod, runningPod, gracePeriodOverride)
+	return res.Error()
+}
+
+func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, runningPod runtime.Pod, override *int64) runtime.PodSyncResult {
+	var res runtime.PodSyncResult
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, c := range runningPod.Containers {
+		step := res.NewStep(runtime.KillContainer, c.Name)
+		wg.Go(func() {
+			if err := m.killContainer(ctx, pod, c.ID, override); err != nil {
+				mu.Lock()
+				step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillContainer, err), err.Error())
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if res.Error() != nil {
+		return res // the kubelet does not stop the sandbox under live containers
+	}
+	for _, sb := range runningPod.Sandboxes {
+		step := res.NewStep(runtime.KillPodSandbox, string(runningPod.ID))
+		if err := m.stopSandbox(ctx, sb.ID.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillPodSandbox, err), err.Error())
+		}
+	}
+	return res
+}
+
+func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id runtime.ContainerID, override *int64) error {
+	if pod == nil && override == nil {
+		pod = m.podFromAnnotations(ctx, id)
+	}
+	return m.stopContainer(ctx, id.ID, runtime.EffectiveGracePeriod(pod, override))
+}
+
+// podFromAnnotations restores the grace periods of an orphan's container
+// from its annotations, or returns nil.
+func (m *Manager) podFromAnnotations(ctx context.Context, id runtime.ContainerID) *v1.Pod {
+	cctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	resp, err := m.rt.ContainerStatus(cctx, &runtimeapi.ContainerStatusRequest{ContainerId: id.ID})
+	if err != nil {
+		return nil
+	}
+	ci := readContainerInfo(resp.GetStatus().GetLabels(), resp.GetStatus().GetAnnotations())
+	pod := &v1.Pod{}
+	pod.Spec.TerminationGracePeriodSeconds = ci.terminationGrace
+	if ci.deletionGrace != nil {
+		pod.DeletionGracePeriodSeconds = ci.deletionGrace
+		now := metaNow(m)
+		pod.DeletionTimestamp = &now
+	}
+	return pod
+}
+
+// RemovePod removes every container and sandbox of the pod with uid, which
+// must have been killed. It is how a caller cleans up a deleted pod without
+// waiting for garbage collection.
+func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
+	ctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	sel := map[string]string{LabelPodUID: string(uid)}
+	cs, err := m.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: sel}})
+	if err != nil {
+		return wrapErr("ListContainers", err)
+	}
+	var errs []error
+	for _, c := range cs.Containers {
+		if _, err := m.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: c.Id}); err != nil {
+			errs = append(errs, wrapErr("RemoveContainer", err))
+		}
+	}
+	sbs, err := m.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: sel}})
+	if err != nil {
+		return errors.Join(append(errs, wrapErr("ListPodSandbox", err))...)
+	}
+	for _, sb := range sbs.Items {
+		if _, err := m.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, wrapErr("RemovePodSandbox", err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,173 @@
+package cri_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri/fakecri"
+)
+
+func twoContainers(p *v1.Pod) {
+	p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "side", Image: "busybox:1", ImagePullPolicy: v1.PullIfNotPresent})
+}
+
+func TestCrashLoopBackOff(t *testing.T) {
+	e := newFakeEnv(t)
+	e.srv.SetBehavior("main", fakecri.Behavior{ExitOnStart: true, ExitCode: 1})
+	pod := newPod("crash", "busybox:1")
+	b := runtime.NewBackoff(10*time.Second, 300*time.Second, 0, e.clock)
+
+	res := e.sync(t, pod, b)
+	require.NoError(t, res.Error(), "first start")
+	res = e.sync(t, pod, b)
+	require.NoError(t, res.Error(), "the first restart is immediate")
+	require.Equal(t, 2, e.srv.Calls("StartContainer"))
+
+	steps := []struct {
+		advance   time.Duration
+		wantStart bool
+	}{
+		{0, false},
+		{9 * time.Second, false},
+		{1 * time.Second, true}, // 10s after the last exit
+		{10 * time.Second, false},
+		{10 * time.Second, true}, // 20s
+		{39 * time.Second, false},
+		{1 * time.Second, true}, // 40s
+	}
+	starts := 2
+	for i, s := range steps {
+		e.clock.Step(s.advance)
+		res := e.sync(t, pod, b)
+		if s.wantStart {
+			starts++
+			require.NoError(t, res.Error(), "step %d", i)
+		} else {
+			require.ErrorIs(t, res.Error(), runtime.ErrCrashLoopBackOff, "step %d", i)
+			require.Equal(t, "CrashLoopBackOff", runtime.Reason(res.Error()))
+		}
+		require.Equal(t, starts, e.srv.Calls("StartContainer"), "step %d", i)
+	}
+
+	st := e.status(t, pod)
+	var counts []int
+	for _, c := range st.ContainerStatuses {
+		counts = append(counts, c.RestartCount)
+		require.Equal(t, 1, c.ExitCode)
+	}
+	require.Equal(t, []int{4, 3, 2, 1, 0}, counts, "newest first, restart count from annotations")
+}
+
+func TestKillPodGracePeriod(t *testing.T) {
+	tests := []struct {
+		name     string
+		mutate   func(*v1.Pod)
+		override *int64
+		orphan   bool
+		want     int64
+	}{
+		{name: "pod's grace period", mutate: func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](7) }, want: 7},
+		{name: "deletion's grace period wins", mutate: func(p *v1.Pod) {
+			p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](7)
+			p.DeletionGracePeriodSeconds = ptr.To[int64](3)
+			p.DeletionTimestamp = &metav1.Time{Time: t0}
+		}, want: 3},
+		{name: "override wins", mutate: func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](7) }, override: ptr.To[int64](2), want: 2},
+		{name: "zero is raised to one second", mutate: func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0) }, want: 1},
+		{name: "orphan's grace period comes from annotations", mutate: func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](9) }, orphan: true, want: 9},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newFakeEnv(t)
+			pod := newPod("kill", "busybox:1", twoContainers, tt.mutate)
+			res := e.sync(t, pod, nil)
+			require.NoError(t, res.Error())
+			pods, err := e.m.GetPods(e.ctx, false)
+			require.NoError(t, err)
+			require.Len(t, pods, 1)
+			require.Len(t, pods[0].Containers, 2)
+			require.Len(t, pods[0].Sandboxes, 1)
+
+			target := pod
+			if tt.orphan {
+				target = nil
+			}
+			require.NoError(t, e.m.KillPod(e.ctx, target, *pods[0], tt.override))
+			for _, c := range pods[0].Containers {
+				got, ok := e.srv.StopTimeout(c.ID.ID)
+				require.True(t, ok, c.Name)
+				require.Equal(t, tt.want, got, c.Name)
+			}
+			st := e.status(t, pod)
+			require.Nil(t, st.ReadySandbox(), "the sandbox is stopped")
+			require.Empty(t, st.RunningContainerStatuses())
+
+			running, err := e.m.GetPods(e.ctx, false)
+			require.NoError(t, err)
+			require.Empty(t, running, "a killed pod does not run")
+			all, err := e.m.GetPods(e.ctx, true)
+			require.NoError(t, err)
+			require.Len(t, all, 1, "until it is removed")
+			require.NoError(t, e.m.RemovePod(e.ctx, pod.UID))
+			all, err = e.m.GetPods(e.ctx, true)
+			require.NoError(t, err)
+			require.Empty(t, all, "nothing left behind")
+		})
+	}
+}
+
+func TestKillPodStopsSandboxOnlyAfterContainers(t *testing.T) {
+	e := newFakeEnv(t)
+	pod := newPod("kill", "busybox:1")
+	res := e.sync(t, pod, nil)
+	require.NoError(t, res.Error())
+	pods, err := e.m.GetPods(e.ctx, false)
+	require.NoError(t, err)
+	e.srv.FailNext("StopContainer", status.Error(codes.Internal, "stuck"))
+	err = e.m.KillPod(e.ctx, pod, *pods[0], nil)
+	require.ErrorIs(t, err, runtime.ErrKillContainer)
+	require.Zero(t, e.srv.Calls("StopPodSandbox"), "the sandbox stays while a container may live")
+	require.NoError(t, e.m.KillPod(e.ctx, pod, *pods[0], nil), "a retry succeeds")
+	require.Equal(t, 1, e.srv.Calls("StopPodSandbox"))
+}
+
+func TestGetPodStatus(t *testing.T) {
+	e := newFakeEnv(t)
+	pod := newPod("st", "busybox:1", twoContainers)
+	res := e.sync(t, pod, nil)
+	require.NoError(t, res.Error())
+
+	t.Run("unknown pod has an empty status", func(t *testing.T) {
+		st, err := e.m.GetPodStatus(e.ctx, "nope", "n", "ns")
+		require.NoError(t, err)
+		require.Equal(t, "nope", string(st.ID))
+		require.Empty(t, st.ContainerStatuses)
+		require.Empty(t, st.SandboxStatuses)
+	})
+	t.Run("container removed since the list is left out", func(t *testing.T) {
+		e.srv.FailNext("ContainerStatus", status.Error(codes.NotFound, "gone"))
+		st := e.status(t, pod)
+		require.Len(t, st.ContainerStatuses, 1)
+	})
+	t.Run("runtime errors are errors", func(t *testing.T) {
+		e.srv.FailNext("ListContainers", status.Error(codes.Unavailable, "down"))
+		_, err := e.m.GetPodStatus(e.ctx, pod.UID, pod.Name, pod.Namespace)
+		require.Error(t, err)
+	})
+	t.Run("other pods are not included", func(t *testing.T) {
+		other := newPod("other", "busybox:1")
+		res := e.sync(t, other, nil)
+		require.NoError(t, res.Error())
+		st := e.status(t, pod)
+		require.Len(t, st.ContainerStatuses, 2)
+		require.Len(t, st.SandboxStatuses, 1)
+	})
+}

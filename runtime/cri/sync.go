@@ -1,0 +1,152 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// SyncPod brings the pod one step towards its spec, in the kubelet's order:
+// compute the actions; kill the pod if its sandbox must be recreated (or
+// nothing is left to run), else kill the unwanted containers; create the
+// sandbox (attempt+1); start ephemeral containers, then the next init
+// container(s), then regular containers. A nil backoff means the manager's
+// Config.CrashLoopBackoff.
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus, pullSecrets []v1.Secret, backoff *runtime.Backoff) runtime.PodSyncResult {
+	var res runtime.PodSyncResult
+	if pod == nil {
+		res.Fail(fmt.Errorf("cri SyncPod: nil pod: %w", runtime.ErrInvalidConfig))
+		return res
+	}
+	if status == nil {
+		status = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	}
+	if backoff == nil {
+		backoff = m.cfg.CrashLoopBackoff
+	}
+	if err := m.checkPod(pod); err != nil {
+		// Nothing of the pod starts; every container reports why.
+		forEachContainer(pod, func(c *v1.Container, ctype string) bool {
+			action := runtime.StartContainer
+			if ctype == containerTypeInit {
+				action = runtime.InitContainer
+			}
+			res.NewStep(action, c.Name).Fail(err, err.Error())
+			return true
+		})
+		return res
+	}
+	m.execute(ctx, pod, status, pullSecrets, backoff, runtime.ComputePodActions(pod, status), &res)
+	return res
+}
+
+func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus, pullSecrets []v1.Secret, backoff *runtime.Backoff, p runtime.PodActions, res *runtime.PodSyncResult) {
+	if p.KillPod {
+		kill := m.killPod(ctx, pod, runningPodOf(m.name, status), nil)
+		res.AddPodSyncResult(kill)
+		if kill.Error() != nil {
+			return
+		}
+	} else {
+		for id, k := range p.ContainersToKill {
+			step := res.NewStep(runtime.KillContainer, k.Name)
+			m.log.V(1).Info("killing container", "pod", pod.Namespace+"/"+pod.Name, "container", k.Name, "reason", k.Reason)
+			if err := m.killContainer(ctx, pod, id, nil); err != nil {
+				step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillContainer, err), err.Error())
+				return
+			}
+		}
+	}
+	sandboxID := p.SandboxID
+	sandbox := m.sandboxConfig(pod, p.Attempt)
+	if p.CreateSandbox {
+		step := res.NewStep(runtime.CreatePodSandbox, string(pod.UID))
+		id, err := m.createSandbox(ctx, sandbox)
+		if err != nil {
+			step.Fail(fmt.Errorf("%w: %w", runtime.ErrCreatePodSandbox, err), fmt.Sprintf("Failed to create pod sandbox: %v", err))
+			return
+		}
+		sandboxID = id
+	}
+	if sandboxID == "" || (p.KillPod && !p.CreateSandbox) {
+		return // nothing to start in
+	}
+	start := func(action runtime.SyncAction, c *v1.Container, ctype string) error {
+		step := res.NewStep(action, c.Name)
+		if in, msg, err := doBackOff(pod, c, status, backoff); in {
+			step.Fail(err, msg)
+			return err
+		}
+		if msg, err := m.startContainer(ctx, sandboxID, sandbox, pod, c, ctype, status, pullSecrets); err != nil {
+			step.Fail(err, msg)
+			m.log.V(1).Info("container start failed", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
+			return err
+		}
+		return nil
+	}
+	for _, i := range p.EphemeralContainersToStart {
+		c := v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		_ = start(runtime.StartContainer, &c, containerTypeEphemeral)
+	}
+	for _, i := range p.InitContainersToStart {
+		c := &pod.Spec.InitContainers[i]
+		if err := start(runtime.InitContainer, c, containerTypeInit); err != nil {
+			if isSidecar(c) {
+				continue
+			}
+			return
+		}
+	}
+	for _, i := range p.ContainersToStart {
+		_ = start(runtime.StartContainer, &pod.Spec.Containers[i], containerTypeRegular)
+	}
+}
+
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// doBackOff reports whether c is in crash-loop back-off, as the kubelet's:
+// the newest exited instance's finish time is the failure; the first sync
+// after it records the failure, later syncs wait out the delay.
+func doBackOff(pod *v1.Pod, c *v1.Container, st *runtime.PodStatus, b *runtime.Backoff) (bool, string, error) {
+	var last *runtime.ContainerStatus
+	for _, cs := range st.ContainerStatuses {
+		if cs.Name == c.Name && cs.State == runtime.ContainerStateExited {
+			last = cs
+			break
+		}
+	}
+	if last == nil {
+		return false, "", nil
+	}
+	key := runtime.BackoffKey(pod, c)
+	if b.IsInBackOffSince(key, last.FinishedAt) {
+		msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", b.Get(key), c.Name, pod.Name, pod.Namespace, pod.UID)
+		return true, msg, fmt.Errorf("%w: %s", runtime.ErrCrashLoopBackOff, msg)
+	}
+	b.Next(key, last.FinishedAt)
+	return false, "", nil
+}
+
+// runningPodOf turns a status into the running pod KillPod stops: running
+// (or unknown) containers and every sandbox.
+func runningPodOf(typ string, st *runtime.PodStatus) runtime.Pod {
+	p := runtime.Pod{ID: st.ID, Name: st.Name, Namespace: st.Namespace}
+	for _, cs := range st.ContainerStatuses {
+		if cs.State == runtime.ContainerStateRunning || cs.State == runtime.ContainerStateUnknown || cs.State == runtime.ContainerStateCreated {
+			p.Containers = append(p.Containers, &runtime.Container{ID: cs.ID, Name: cs.Name, Hash: cs.Hash, State: cs.State})
+		}
+	}
+	for _, sb := range st.SandboxStatuses {
+		state := runtime.ContainerStateExited
+		if sb.State == runtime.SandboxStateReady {
+			state = runtime.ContainerStateRunning
+		}
+		p.Sandboxes = append(p.Sandboxes, &runtime.Container{ID: runtime.ContainerID{Type: typ, ID: sb.ID}, State: state})
+	}
+	return p
+}
