@@ -23,8 +23,9 @@
 // share 12 KiB per pod; times are kept to whole seconds as the apiserver
 // stores them; conditions owned by others are never overwritten. Unlike the
 // kubelet there is no informer: the periodic reconcile resends what the
-// apiserver has not acknowledged and retries deletions, but does not notice
-// a status someone else changed until the agent's next change of it.
+// apiserver has not acknowledged, retries deletions and checks (recreating
+// if need be) mirror pods, but does not notice a status someone else changed
+// until the agent's next change of it.
 //
 // Usage, in the agent:
 //

@@ -2,11 +2,12 @@ package status
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -61,7 +62,10 @@ func statusEqual(old, status *v1.PodStatus) bool {
 	}
 	o := *old
 	o.Conditions = status.Conditions
-	return apiequality.Semantic.DeepEqual(&o, status)
+	// Both sides are normalized by the Manager, so plain equality holds
+	// where semantic equality does; a false "different" costs one sync that
+	// finds nothing to patch.
+	return reflect.DeepEqual(&o, status)
 }
 
 // normalizeStatus brings status to what the apiserver would store, so that
@@ -73,7 +77,13 @@ func normalizeStatus(pod *v1.Pod, status *v1.PodStatus) {
 	if n := len(pod.Spec.Containers) + len(pod.Spec.InitContainers); n > 0 {
 		perContainer /= n
 	}
-	norm := func(t *metav1.Time) { *t = t.Rfc3339Copy() }
+	// Whole seconds in UTC, as an RFC 3339 round trip through the apiserver
+	// gives, without formatting and parsing.
+	norm := func(t *metav1.Time) {
+		if !t.IsZero() {
+			t.Time = time.Unix(t.Unix(), 0).UTC()
+		}
+	}
 	state := func(s *v1.ContainerState) {
 		if s.Running != nil {
 			norm(&s.Running.StartedAt)

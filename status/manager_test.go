@@ -621,3 +621,26 @@ func TestStartSyncsChangesAndReconciles(t *testing.T) {
 	clk.Step(10 * time.Second)
 	require.NoError(t, f.WaitForActions(wait, statustest.VerbPatch, 2), "the reconcile resends it")
 }
+
+func TestDeletedMirrorPodIsRecreatedByTheReconcile(t *testing.T) {
+	ctx := context.Background()
+	pod := staticPod("etcd", "h1")
+	f := statustest.New()
+	m, _ := newManager(t, f, nil)
+	m.SetPodStatus(pod, runningStatus("cri://a"))
+	m.Sync(ctx)
+	f.Remove("ns", "etcd")
+	f.ClearActions()
+
+	m.Sync(ctx)
+	assert.Equal(t, []string{"get", "create", "patch"}, verbs(f))
+	mirror, ok := f.Pod("ns", "etcd")
+	require.True(t, ok)
+	assert.Equal(t, v1.PodRunning, mirror.Status.Phase)
+	_, ok = m.GetPodStatus(mirror.UID)
+	assert.True(t, ok, "the new mirror's UID translates")
+
+	f.ClearActions()
+	m.Sync(ctx)
+	assert.Equal(t, []string{"get"}, verbs(f), "an intact mirror costs one read per reconcile")
+}

@@ -54,6 +54,8 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 		case m.apiVersions[apiUID] < vs.version:
 		case all && vs.finished && vs.pod.DeletionTimestamp != nil && !podutil.IsStaticPod(vs.pod):
 			// Deletion may have waited for containers to stop.
+		case all && !vs.finished && podutil.IsStaticPod(vs.pod):
+			// Static pods are few: check that their mirror is still there.
 		default:
 			continue
 		}
