@@ -206,7 +206,9 @@ func TestValidate(t *testing.T) {
 		{"missing image", func(p *v1.Pod) { p.Spec.Containers[0].Image = "" }, "image: Required"},
 		{"image with whitespace", func(p *v1.Pod) { p.Spec.Containers[0].Image = " busybox" }, "whitespace"},
 		{"no containers", func(p *v1.Pod) { p.Spec.Containers = nil }, "at least one container"},
-		{"bad port", func(p *v1.Pod) { p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 70000, Protocol: v1.ProtocolTCP}} }, "containerPort"},
+		{"bad port", func(p *v1.Pod) {
+			p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 70000, Protocol: v1.ProtocolTCP}}
+		}, "containerPort"},
 		{"bad restart policy", func(p *v1.Pod) { p.Spec.RestartPolicy = "Sometimes" }, "restartPolicy"},
 		{"bad namespace", func(p *v1.Pod) { p.Namespace = "Not_OK" }, "metadata.namespace"},
 		{"bad label", func(p *v1.Pod) { p.Labels = map[string]string{"a b": "c"} }, "metadata.labels"},
