@@ -56,11 +56,15 @@ func startCluster(t *testing.T) *cluster.Cluster {
 }
 
 // clientset returns a client for c with rate limits (qps, burst) and a
-// counter of the HTTP requests it makes.
-func clientset(t *testing.T, c *cluster.Cluster, qps float32, burst int) (*kubernetes.Clientset, *atomic.Int64) {
+// counter of the HTTP requests it makes. wrap, if any, wraps the transport
+// inside the counter.
+func clientset(t *testing.T, c *cluster.Cluster, qps float32, burst int, wrap ...func(http.RoundTripper) http.RoundTripper) (*kubernetes.Clientset, *atomic.Int64) {
 	t.Helper()
 	cfg := c.RESTConfig()
 	cfg.QPS, cfg.Burst = qps, burst
+	for _, w := range wrap {
+		cfg.Wrap(w)
+	}
 	var n atomic.Int64
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return countingTransport{rt: rt, n: &n}
