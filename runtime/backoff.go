@@ -77,6 +77,20 @@ func (b *Backoff) IsInBackOffSince(key string, eventTime time.Time) bool {
 	return b.clock.Since(eventTime) < e.delay
 }
 
+// IsInBackOffSinceUpdate reports whether key's delay has not yet passed
+// between its last Next and eventTime. Image pulls use it with the current
+// time, as the kubelet's image manager does: a pull that failed is not
+// retried until its delay passed.
+func (b *Backoff) IsInBackOffSinceUpdate(key string, eventTime time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.perEntry[key]
+	if !ok || b.expired(e, eventTime) {
+		return false
+	}
+	return eventTime.Sub(e.lastUpdate) < e.delay
+}
+
 // Reset forgets key.
 func (b *Backoff) Reset(key string) {
 	b.mu.Lock()

@@ -136,3 +136,28 @@ func TestBackoffKey(t *testing.T) {
 	other.UID = "uid-2"
 	assert.NotEqual(t, k, BackoffKey(other, c), "another pod instance gets its own key")
 }
+
+func TestBackoffIsInBackOffSinceUpdate(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(t0)
+	b := NewBackoff(10*time.Second, time.Minute, 0, clk)
+	assert.False(t, b.IsInBackOffSinceUpdate("k", t0), "unknown key")
+
+	clk.SetTime(t0.Add(time.Hour)) // the update time counts, not any event time
+	b.Next("k", t0)
+	updated := clk.Now()
+	tests := []struct {
+		name string
+		at   time.Time
+		want bool
+	}{
+		{"right after the failed attempt", updated, true},
+		{"just before the delay passed", updated.Add(10*time.Second - time.Nanosecond), true},
+		{"once the delay passed", updated.Add(10 * time.Second), false},
+		{"after expiry", updated.Add(3 * time.Minute), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, b.IsInBackOffSinceUpdate("k", tt.at))
+		})
+	}
+}

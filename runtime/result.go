@@ -67,7 +67,7 @@ func (p *PodSyncResult) Fail(err error) { p.SyncError = err }
 // Each step error reads "Action for "target" failed: err: message" (without
 // ": message" when the message is empty) and still
 // matches its sentinel with errors.Is.
-func (p *PodSyncResult) Error() error {
+func (p PodSyncResult) Error() error {
 	var errs []error
 	if p.SyncError != nil {
 		errs = append(errs, p.SyncError)

@@ -1,0 +1,54 @@
+// Package fake is an in-memory runtime.Runtime (with runtime.GarbageCollector
+// and runtime.ImageService) for tests of everything above the runtime: the
+// PLEG relists it, pod workers and the agent sync pods on it, and users test
+// their own assemblies with it.
+//
+// Pods and containers move through real states. SyncPod carries out
+// runtime.ComputePodActions (the same plan the CRI manager follows):
+// sandboxes, init containers one at a time, sidecars, restart policies, spec
+// changes, crash-loop back-off through the *runtime.Backoff it is given and
+// image pulls with their own back-off. KillPod stops containers with their
+// grace period and records it. Behaviour is programmable per container name
+// or image (exit with a code after a while, fail to start, fail to pull, take
+// time to start, ignore TERM), faults can be injected per method with a
+// probability from a seeded source, and every call is counted.
+//
+// Time comes only from Config.Clock: a container programmed to exit after D
+// is evaluated lazily on every read against the clock, so with a fake clock
+// everything is deterministic and no goroutine runs in the background.
+// Latencies and grace periods of containers that ignore TERM block the call
+// on the clock until it is stepped or ctx ends.
+//
+// Usage:
+//
+//	clk := clocktesting.NewFakeClock(time.Now())
+//	rt, _ := fake.New(fake.Config{Clock: clk})
+//	rt.SetImageBehavior("busybox:1", fake.Behavior{Exit: true, ExitAfter: time.Minute, ExitCode: 1})
+//	res := rt.SyncPod(ctx, pod, nil, nil, backoff) // sandbox, then containers
+//	clk.Step(time.Minute)                           // the container has exited now
+//	st, _ := rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+//
+// Where the fake differs from a real runtime:
+//   - No processes, images, volumes, logs, exec, port-forward or probes; an
+//     image is a name, pulling it is instant unless programmed otherwise,
+//     RemoveImage does not check whether containers use it.
+//   - IDs are "fake://c<n>" for containers and "sandbox<n>" for sandboxes;
+//     pod IPs are 10.x.y.z from a counter, host-network pods have none.
+//   - SyncPod trusts the status it is given, as the kubelet does; a stale
+//     status can start a second instance of a container. A nil status means
+//     the fake's current one.
+//   - A container stops on TERM at once (exit code Behavior.TermExitCode,
+//     default 0) unless it ignores TERM; there are no preStop hooks.
+//   - Stopping a sandbox kills what still runs in it with exit code 137.
+//   - GetPods orders pods newest first by when the fake first saw them, not
+//     by sandbox creation time.
+//   - GarbageCollect cannot ask the pod sources which pods are gone; with
+//     allSourcesReady it removes pods that KillPod stopped and nothing
+//     restarted.
+//   - A start that fails with a StartError other than a create error leaves
+//     an exited container (code 128, reason StartError), like containerd.
+//   - Injected faults draw from one seeded source in call order: they repeat
+//     exactly for the same seed and the same sequence of calls, which
+//     concurrent callers do not guarantee.
+//   - There is no container event stream (runtime.ContainerEventer).
+package fake

@@ -1,0 +1,477 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// SyncPod carries out runtime.ComputePodActions(pod, status) on the
+// in-memory state, like the kubelet's SyncPod: kill what must go, create the
+// sandbox, then start ephemeral, init and regular containers. A regular init
+// container that fails to start ends the sync; a sidecar that fails does not.
+// Each start checks backoff (crash loop, keyed by runtime.BackoffKey and the
+// last exit's FinishedAt) and pulls the image as its pull policy says,
+// failing with ErrImagePull and then ErrImagePullBackOff on the fake's own
+// pull back-off. A nil status means the runtime's current status; backoff nil
+// means no crash-loop back-off.
+func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus, _ []v1.Secret, backoff *runtime.Backoff) (result runtime.PodSyncResult) {
+	var uid types.UID
+	if pod != nil {
+		uid = pod.UID
+	}
+	if err := r.enter(ctx, mSyncPod, uid); err != nil {
+		result.Fail(err)
+		return result
+	}
+	if pod == nil {
+		result.Fail(errors.New("fake: SyncPod of a nil pod"))
+		return result
+	}
+
+	r.mu.Lock()
+	if status == nil {
+		status = r.podStatus(pod.UID, pod.Name, pod.Namespace)
+	}
+	p := r.pod(pod.UID, pod.Name, pod.Namespace)
+	p.killed = false
+	r.mu.Unlock()
+
+	actions := runtime.ComputePodActions(pod, status)
+	r.log.V(4).Info("SyncPod", "pod", pod.Namespace+"/"+pod.Name, "killPod", actions.KillPod, "createSandbox", actions.CreateSandbox,
+		"init", actions.InitContainersToStart, "start", actions.ContainersToStart, "kill", len(actions.ContainersToKill))
+
+	if actions.KillPod {
+		r.mu.Lock()
+		var ctrs []*container
+		for _, c := range p.containers {
+			if c.running() {
+				ctrs = append(ctrs, c)
+			}
+		}
+		var sbs []*sandbox
+		for _, s := range p.sandboxes {
+			if s.state == runtime.SandboxStateReady {
+				sbs = append(sbs, s)
+			}
+		}
+		r.mu.Unlock()
+		kill := r.killPod(ctx, pod, p, ctrs, sbs, nil)
+		result.AddPodSyncResult(kill)
+		if kill.Error() != nil {
+			return result
+		}
+		if actions.CreateSandbox {
+			r.purgeInitContainers(p)
+		}
+	} else if len(actions.ContainersToKill) > 0 {
+		// In a stable order, so that injected faults are reproducible.
+		ids := make([]runtime.ContainerID, 0, len(actions.ContainersToKill))
+		for id := range actions.ContainersToKill {
+			ids = append(ids, id)
+		}
+		slices.SortFunc(ids, func(a, b runtime.ContainerID) int { return strings.Compare(a.ID, b.ID) })
+		grace := runtime.EffectiveGracePeriod(pod, nil)
+		for _, id := range ids {
+			k := actions.ContainersToKill[id]
+			step := result.NewStep(runtime.KillContainer, k.Name)
+			r.mu.Lock()
+			c := p.byID(id)
+			r.mu.Unlock()
+			if c == nil {
+				continue // gone already
+			}
+			if err := r.stopContainers(ctx, p.uid, []*container{c}, grace)[0]; err != nil {
+				step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillContainer, err), k.Message)
+				return result
+			}
+		}
+	}
+
+	sandboxID := actions.SandboxID
+	if actions.CreateSandbox {
+		step := result.NewStep(runtime.CreatePodSandbox, string(pod.UID))
+		if err := r.enter(ctx, mCreatePodSandbox, pod.UID); err != nil {
+			step.Fail(fmt.Errorf("%w: %w", runtime.ErrCreatePodSandbox, err), "")
+			return result
+		}
+		sandboxID = r.createSandbox(p, pod, actions.Attempt)
+	}
+
+	for _, i := range actions.EphemeralContainersToStart {
+		c := (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		_ = r.start(ctx, pod, p, c, kindEphemeral, sandboxID, status, backoff, &result)
+	}
+	for _, i := range actions.InitContainersToStart {
+		c := &pod.Spec.InitContainers[i]
+		kind := kindOf(c, true)
+		if err := r.start(ctx, pod, p, c, kind, sandboxID, status, backoff, &result); err != nil && kind != kindSidecar {
+			return result
+		}
+	}
+	for _, i := range actions.ContainersToStart {
+		_ = r.start(ctx, pod, p, &pod.Spec.Containers[i], kindRegular, sandboxID, status, backoff, &result)
+	}
+	return result
+}
+
+// start starts one container and records the step; it returns the step's
+// error.
+func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Container, kind containerKind,
+	sandboxID string, status *runtime.PodStatus, backoff *runtime.Backoff, result *runtime.PodSyncResult) error {
+	action := runtime.StartContainer
+	if kind == kindInit || kind == kindSidecar {
+		action = runtime.InitContainer
+	}
+	step := result.NewStep(action, c.Name)
+	fail := func(err error, msg string) error {
+		step.Fail(err, msg)
+		return err
+	}
+
+	// Crash-loop back-off, as the kubelet's doBackOff: from the newest exit.
+	if backoff != nil {
+		if last := lastExited(status, c.Name); last != nil {
+			key := runtime.BackoffKey(pod, c)
+			if backoff.IsInBackOffSince(key, last.FinishedAt) {
+				return fail(runtime.ErrCrashLoopBackOff, fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
+					backoff.Get(key), c.Name, pod.Name, pod.Namespace, pod.UID))
+			}
+			backoff.Next(key, last.FinishedAt)
+		}
+	}
+
+	imageID, msg, err := r.ensureImage(ctx, pod, c)
+	if err != nil {
+		return fail(err, msg)
+	}
+	if err := r.enter(ctx, mStartContainer, pod.UID); err != nil {
+		return fail(fmt.Errorf("%w: %w", runtime.ErrRunContainer, err), "")
+	}
+
+	r.mu.Lock()
+	b := r.behavior(c.Name, c.Image)
+	r.mu.Unlock()
+	if err := r.wait(ctx, b.StartLatency); err != nil {
+		return fail(fmt.Errorf("%w: %w", runtime.ErrCreateContainer, err), "")
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := p.sandbox(sandboxID); s == nil || s.state != runtime.SandboxStateReady {
+		return fail(runtime.ErrCreateContainer, fmt.Sprintf("sandbox %q of pod %s/%s is not ready", sandboxID, pod.Namespace, pod.Name))
+	}
+	if b.StartError != nil && (errors.Is(b.StartError, runtime.ErrCreateContainer) || errors.Is(b.StartError, runtime.ErrCreateContainerConfig)) {
+		return fail(b.StartError, b.StartError.Error())
+	}
+
+	now := r.clock.Now()
+	ctr := &container{
+		id:           runtime.ContainerID{Type: r.typ, ID: fmt.Sprintf("c%d", r.newID())},
+		name:         c.Name,
+		image:        c.Image,
+		imageID:      imageID,
+		hash:         runtime.HashContainer(c),
+		sandboxID:    sandboxID,
+		kind:         kind,
+		state:        runtime.ContainerStateRunning,
+		createdAt:    now,
+		startedAt:    now,
+		ignoreTERM:   b.IgnoreTERM,
+		termExitCode: b.TermExitCode,
+	}
+	if prev := p.newest(c.Name); prev != nil {
+		ctr.restarts = prev.restarts + 1
+	}
+	p.containers = append(p.containers, ctr)
+
+	if b.StartError != nil {
+		// Created but the start failed: containerd reports it exited.
+		ctr.startedAt = time.Time{}
+		ctr.exit(now, 128, "StartError")
+		ctr.message = b.StartError.Error()
+		err := b.StartError
+		if runtime.Reason(err) == "" {
+			err = fmt.Errorf("%w: %w", runtime.ErrRunContainer, err)
+		}
+		return fail(err, b.StartError.Error())
+	}
+	if b.Exit {
+		ctr.exitAt, ctr.exitWith = now.Add(b.ExitAfter), b.ExitCode
+		ctr.settle(now)
+	}
+	r.log.V(3).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "id", ctr.id.String())
+	return nil
+}
+
+// lastExited returns the newest exited instance of the named container.
+func lastExited(status *runtime.PodStatus, name string) *runtime.ContainerStatus {
+	for _, cs := range status.ContainerStatuses {
+		if cs.Name == name && cs.State == runtime.ContainerStateExited {
+			return cs
+		}
+	}
+	return nil
+}
+
+// pullPolicy is the container's policy, defaulted as the API server does.
+func pullPolicy(c *v1.Container) v1.PullPolicy {
+	if c.ImagePullPolicy != "" {
+		return c.ImagePullPolicy
+	}
+	ref := c.Image
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		return v1.PullIfNotPresent // by digest
+	}
+	tag := ""
+	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
+		tag = ref[i+1:]
+	}
+	if tag == "" || tag == "latest" {
+		return v1.PullAlways
+	}
+	return v1.PullIfNotPresent
+}
+
+// ensureImage makes the container's image present as its pull policy asks,
+// like the kubelet's image manager: it returns the image ID or a step error
+// and its message.
+func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (string, string, error) {
+	if c.Image == "" {
+		return "", fmt.Sprintf("container %s has no image", c.Name), runtime.ErrInvalidImageName
+	}
+	r.mu.Lock()
+	id, present := r.images[c.Image]
+	r.mu.Unlock()
+	switch pullPolicy(c) {
+	case v1.PullNever:
+		if !present {
+			return "", fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image), runtime.ErrImageNeverPull
+		}
+		return id, "", nil
+	case v1.PullIfNotPresent:
+		if present {
+			return id, "", nil
+		}
+	}
+
+	key := string(pod.UID) + "_" + c.Image
+	if r.pullBackoff.IsInBackOffSinceUpdate(key, r.clock.Now()) {
+		return "", fmt.Sprintf("Back-off pulling image %q", c.Image), runtime.ErrImagePullBackOff
+	}
+	id, err := r.pull(ctx, c.Image, c.Name, pod.UID)
+	if err != nil {
+		r.pullBackoff.Next(key, r.clock.Now())
+		stepErr := runtime.ErrImagePull
+		if errors.Is(err, ErrInjected) || ctx.Err() != nil {
+			stepErr = fmt.Errorf("%w: %w", runtime.ErrImagePull, err)
+		}
+		return "", fmt.Sprintf("failed to pull image %q: %v", c.Image, err), stepErr
+	}
+	r.pullBackoff.GC()
+	return id, "", nil
+}
+
+// pull pulls image, honouring the behaviour of the image (or of the
+// container name, when pulled for a container). Its error is the cause,
+// without a step sentinel.
+func (r *Runtime) pull(ctx context.Context, image, containerName string, uid types.UID) (string, error) {
+	if err := r.enter(ctx, mPullImage, uid); err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.byImage[image]
+	if containerName != "" {
+		b = r.behavior(containerName, image)
+	}
+	if b.PullError != "" {
+		return "", errors.New(b.PullError)
+	}
+	id := imageID(image)
+	r.images[image] = id
+	return id, nil
+}
+
+// createSandbox adds a ready sandbox and returns its ID.
+func (r *Runtime) createSandbox(p *podState, pod *v1.Pod, attempt uint32) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.newID()
+	s := &sandbox{
+		id:          fmt.Sprintf("sandbox%d", n),
+		state:       runtime.SandboxStateReady,
+		attempt:     attempt,
+		createdAt:   r.clock.Now(),
+		hostNetwork: pod.Spec.HostNetwork,
+	}
+	if !pod.Spec.HostNetwork {
+		s.ips = []string{fmt.Sprintf("10.%d.%d.%d", byte(n>>16), byte(n>>8), byte(n))}
+	}
+	p.sandboxes = append(p.sandboxes, s)
+	return s.id
+}
+
+// purgeInitContainers forgets the init containers of a pod whose sandbox is
+// being recreated, so that initialization starts over.
+func (r *Runtime) purgeInitContainers(p *podState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p.containers = slices.DeleteFunc(p.containers, func(c *container) bool {
+		return (c.kind == kindInit || c.kind == kindSidecar) && !c.running()
+	})
+}
+
+// KillPod stops the containers and sandboxes of runningPod, matched by ID;
+// IDs the runtime does not know are skipped. Each container gets
+// runtime.EffectiveGracePeriod(pod, gracePeriodOverride), recorded in Kills;
+// regular containers stop before sidecars. A container that ignores TERM
+// makes KillPod wait its grace period on the clock.
+func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, runningPod runtime.Pod, gracePeriodOverride *int64) error {
+	uid := runningPod.ID
+	if uid == "" && pod != nil {
+		uid = pod.UID
+	}
+	if err := r.enter(ctx, mKillPod, uid); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	p, ok := r.pods[uid]
+	if !ok {
+		r.mu.Unlock()
+		return nil
+	}
+	p.killed = true
+	var ctrs []*container
+	for _, rc := range runningPod.Containers {
+		if c := p.byID(rc.ID); c != nil {
+			ctrs = append(ctrs, c)
+		}
+	}
+	var sbs []*sandbox
+	for _, rs := range runningPod.Sandboxes {
+		if s := p.sandbox(rs.ID.ID); s != nil {
+			sbs = append(sbs, s)
+		}
+	}
+	r.mu.Unlock()
+	res := r.killPod(ctx, pod, p, ctrs, sbs, gracePeriodOverride)
+	return res.Error()
+}
+
+// killPod stops ctrs, regular ones before sidecars in reverse order, then
+// the sandboxes, which takes down whatever still runs in them.
+func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, p *podState, ctrs []*container, sbs []*sandbox, override *int64) (result runtime.PodSyncResult) {
+	grace := runtime.EffectiveGracePeriod(pod, override)
+	r.mu.Lock()
+	ordered := make([]*container, 0, len(ctrs))
+	for _, c := range ctrs {
+		if c.kind != kindSidecar && c.kind != kindInit {
+			ordered = append(ordered, c)
+		}
+	}
+	for i := len(ctrs) - 1; i >= 0; i-- {
+		if c := ctrs[i]; c.kind == kindSidecar || c.kind == kindInit {
+			ordered = append(ordered, c)
+		}
+	}
+	names := make([]string, len(ordered))
+	for i, c := range ordered {
+		names[i] = c.name
+	}
+	r.mu.Unlock()
+
+	errs := r.stopContainers(ctx, p.uid, ordered, grace)
+	for i, err := range errs {
+		step := result.NewStep(runtime.KillContainer, names[i])
+		if err != nil {
+			step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillContainer, err), "")
+		}
+	}
+	if len(sbs) == 0 {
+		return result
+	}
+	step := result.NewStep(runtime.KillPodSandbox, string(p.uid))
+	if err := ctx.Err(); err != nil {
+		step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillPodSandbox, err), "")
+		return result
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	for _, s := range sbs {
+		s.state = runtime.SandboxStateNotReady
+		for _, c := range p.containers {
+			if c.sandboxID == s.id && c.running() {
+				c.settle(now)
+				if c.running() {
+					c.exit(now, 137, "Error")
+				}
+			}
+		}
+	}
+	return result
+}
+
+// stopContainers sends TERM to each container and stops it, then waits the
+// grace period on the clock if any container ignores TERM and kills those.
+// It returns one error per container.
+func (r *Runtime) stopContainers(ctx context.Context, uid types.UID, ctrs []*container, grace int64) []error {
+	errs := make([]error, len(ctrs))
+	type stubborn struct {
+		c    *container
+		kill int // index into r.kills
+	}
+	var waiting []stubborn
+	var waitingIdx []int
+	for i, c := range ctrs {
+		if err := r.enter(ctx, mStopContainer, uid); err != nil {
+			errs[i] = err
+			continue
+		}
+		r.mu.Lock()
+		now := r.clock.Now()
+		c.settle(now)
+		if c.running() {
+			r.kills = append(r.kills, Kill{PodUID: uid, Name: c.name, ID: c.id, GracePeriod: grace, Time: now})
+			if c.ignoreTERM && c.state == runtime.ContainerStateRunning {
+				waiting = append(waiting, stubborn{c, len(r.kills) - 1})
+				waitingIdx = append(waitingIdx, i)
+			} else {
+				c.exit(now, c.termExitCode, "")
+			}
+		}
+		r.mu.Unlock()
+	}
+	if len(waiting) == 0 {
+		return errs
+	}
+	if err := r.wait(ctx, time.Duration(grace)*time.Second); err != nil {
+		for _, i := range waitingIdx {
+			errs[i] = err
+		}
+		return errs
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	for _, w := range waiting {
+		w.c.settle(now)
+		if !w.c.running() {
+			continue // exited on its own meanwhile
+		}
+		w.c.exit(now, 137, "Error")
+		if w.kill < len(r.kills) && r.kills[w.kill].ID == w.c.id {
+			r.kills[w.kill].Forced = true
+		}
+	}
+	return errs
+}
