@@ -127,6 +127,18 @@ func TestMirrorPods(t *testing.T) {
 		mirror = again
 	})
 
+	t.Run("a force-deleted mirror pod is recreated by the reconcile alone", func(t *testing.T) {
+		if mirror == nil {
+			t.Skip("no mirror pod")
+		}
+		zero := int64(0)
+		if err := other.CoreV1().Pods("default").Delete(ctx, static.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		// No new status: only the periodic reconcile can notice.
+		mirror = waitMirror(t, other, static, mirror.UID)
+	})
+
 	t.Run("a removed static pod takes its mirror pod along", func(t *testing.T) {
 		if mirror == nil {
 			t.Skip("no mirror pod")
