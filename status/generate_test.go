@@ -3,6 +3,7 @@ package status
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -366,47 +367,111 @@ func TestReasonCacheFallsBackForUnknownErrors(t *testing.T) {
 
 func TestMergePodStatus(t *testing.T) {
 	now := metav1.NewTime(gt0)
-	others := v1.PodCondition{Type: "example.com/x", Status: v1.ConditionTrue}
-	disruption := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "Evicted"}
+	base := func() v1.PodStatus {
+		return v1.PodStatus{Phase: v1.PodRunning, Message: "Message", Conditions: []v1.PodCondition{
+			{Type: v1.PodReady, Status: v1.ConditionTrue}, {Type: v1.PodScheduled, Status: v1.ConditionTrue},
+		}}
+	}
+	same := func(s v1.PodStatus) v1.PodStatus { return s }
+	withCond := func(t v1.PodConditionType, st v1.ConditionStatus, reason string) func(v1.PodStatus) v1.PodStatus {
+		return func(s v1.PodStatus) v1.PodStatus {
+			s.Conditions = append(s.Conditions, v1.PodCondition{Type: t, Status: st, Reason: reason})
+			return s
+		}
+	}
+	failedWith := func(reason string) func(v1.PodStatus) v1.PodStatus {
+		return func(s v1.PodStatus) v1.PodStatus {
+			s.Phase = v1.PodFailed
+			s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: reason})
+			return s
+		}
+	}
+	type cond struct {
+		status v1.ConditionStatus
+		reason string
+	}
+	runningConds := map[v1.PodConditionType]cond{v1.PodReady: {v1.ConditionTrue, ""}, v1.PodScheduled: {v1.ConditionTrue, ""}}
+	failedConds := func(extra map[v1.PodConditionType]cond) map[v1.PodConditionType]cond {
+		m := map[v1.PodConditionType]cond{
+			v1.PodReady: {v1.ConditionFalse, PodFailed}, v1.ContainersReady: {v1.ConditionFalse, PodFailed},
+			v1.PodScheduled: {v1.ConditionTrue, ""},
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	plus := func(m map[v1.PodConditionType]cond, t v1.PodConditionType, c cond) map[v1.PodConditionType]cond {
+		out := map[v1.PodConditionType]cond{t: c}
+		for k, v := range m {
+			out[k] = v
+		}
+		return out
+	}
 	cases := []struct {
-		name      string
-		api       v1.PodStatus
-		status    v1.PodStatus
-		delay     bool
-		wantPhase v1.PodPhase
-		wantConds map[v1.PodConditionType]v1.ConditionStatus
+		name       string
+		couldRun   bool
+		api        func(v1.PodStatus) v1.PodStatus
+		status     func(v1.PodStatus) v1.PodStatus
+		wantPhase  v1.PodPhase
+		wantReason string
+		wantConds  map[v1.PodConditionType]cond
 	}{
-		{name: "others' conditions kept, agent's replaced",
-			api:       v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{others, {Type: v1.PodReady, Status: v1.ConditionFalse}}},
-			status:    v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}},
-			wantPhase: v1.PodRunning,
-			wantConds: map[v1.PodConditionType]v1.ConditionStatus{"example.com/x": v1.ConditionTrue, v1.PodReady: v1.ConditionTrue}},
-		{name: "terminal phase held back while containers could run",
-			api:       v1.PodStatus{Phase: v1.PodRunning},
-			status:    v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{disruption}},
-			delay:     true,
-			wantPhase: v1.PodRunning,
-			wantConds: map[v1.PodConditionType]v1.ConditionStatus{}},
-		{name: "terminal phase and disruption sent together",
-			api:       v1.PodStatus{Phase: v1.PodRunning},
-			status:    v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{disruption}},
-			wantPhase: v1.PodFailed,
-			wantConds: map[v1.PodConditionType]v1.ConditionStatus{v1.DisruptionTarget: v1.ConditionTrue}},
-		{name: "terminal phase makes the pod not ready",
-			api: v1.PodStatus{Phase: v1.PodRunning},
-			status: v1.PodStatus{Phase: v1.PodSucceeded, Conditions: []v1.PodCondition{
-				{Type: v1.PodReady, Status: v1.ConditionTrue}, {Type: v1.ContainersReady, Status: v1.ConditionTrue}}},
-			wantPhase: v1.PodSucceeded,
-			wantConds: map[v1.PodConditionType]v1.ConditionStatus{v1.PodReady: v1.ConditionFalse, v1.ContainersReady: v1.ConditionFalse}},
+		{name: "no change", api: same, status: same, wantPhase: v1.PodRunning, wantConds: runningConds},
+		{name: "disruption condition added with the failed phase", api: same, status: failedWith("TerminationByKubelet"),
+			wantPhase: v1.PodFailed, wantConds: failedConds(map[v1.PodConditionType]cond{v1.DisruptionTarget: {v1.ConditionTrue, "TerminationByKubelet"}})},
+		{name: "no disruption condition while containers could run", couldRun: true, api: same, status: failedWith("TerminationByKubelet"),
+			wantPhase: v1.PodRunning, wantConds: runningConds},
+		{name: "disruption condition of others is kept", api: withCond(v1.DisruptionTarget, v1.ConditionTrue, "TerminationByKubelet"), status: same,
+			wantPhase: v1.PodRunning, wantConds: plus(runningConds, v1.DisruptionTarget, cond{v1.ConditionTrue, "TerminationByKubelet"})},
+		{name: "disruption condition replaced with the failed phase", api: withCond(v1.DisruptionTarget, v1.ConditionTrue, "EvictedByEvictionAPI"),
+			status: failedWith("TerminationByKubelet"), wantPhase: v1.PodFailed,
+			wantConds: failedConds(map[v1.PodConditionType]cond{v1.DisruptionTarget: {v1.ConditionTrue, "TerminationByKubelet"}})},
+		{name: "disruption condition not replaced while running", api: withCond(v1.DisruptionTarget, v1.ConditionTrue, "EvictedByEvictionAPI"),
+			status: withCond(v1.DisruptionTarget, v1.ConditionTrue, "TerminationByKubelet"), wantPhase: v1.PodRunning,
+			wantConds: plus(runningConds, v1.DisruptionTarget, cond{v1.ConditionTrue, "EvictedByEvictionAPI"})},
+		{name: "disruption condition not replaced while containers could run", couldRun: true,
+			api: withCond(v1.DisruptionTarget, v1.ConditionTrue, "EvictedByEvictionAPI"), status: failedWith("TerminationByKubelet"),
+			wantPhase: v1.PodRunning, wantConds: plus(runningConds, v1.DisruptionTarget, cond{v1.ConditionTrue, "EvictedByEvictionAPI"})},
+		{name: "readiness changes", api: same,
+			status:    func(s v1.PodStatus) v1.PodStatus { s.Conditions[0].Status = v1.ConditionFalse; return s },
+			wantPhase: v1.PodRunning, wantConds: map[v1.PodConditionType]cond{v1.PodReady: {v1.ConditionFalse, ""}, v1.PodScheduled: {v1.ConditionTrue, ""}}},
+		{name: "others' condition is kept", api: withCond("example.com/feature", v1.ConditionTrue, ""), status: same,
+			wantPhase: v1.PodRunning, wantConds: plus(runningConds, "example.com/feature", cond{v1.ConditionTrue, ""})},
+		{name: "others' condition is not changed by the agent", api: withCond("example.com/feature", v1.ConditionTrue, ""),
+			status:    withCond("example.com/feature", v1.ConditionFalse, ""),
+			wantPhase: v1.PodRunning, wantConds: plus(runningConds, "example.com/feature", cond{v1.ConditionTrue, ""})},
+		{name: "failed phase with its reason when nothing runs",
+			api: func(s v1.PodStatus) v1.PodStatus { s.Reason = "Unknown"; return s },
+			status: func(s v1.PodStatus) v1.PodStatus {
+				s.Phase, s.Reason, s.Message = v1.PodFailed, "Evicted", "Was Evicted"
+				return s
+			},
+			wantPhase: v1.PodFailed, wantReason: "Evicted", wantConds: failedConds(nil)},
+		{name: "failed phase held back with the old reason while containers could run", couldRun: true,
+			api: func(s v1.PodStatus) v1.PodStatus { s.Reason = "Unknown"; return s },
+			status: func(s v1.PodStatus) v1.PodStatus {
+				s.Phase, s.Reason, s.Message = v1.PodFailed, "Evicted", "Was Evicted"
+				return s
+			},
+			wantPhase: v1.PodRunning, wantReason: "Unknown", wantConds: runningConds},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			apiCopy, stCopy := tc.api.DeepCopy(), tc.status.DeepCopy()
-			got := mergePodStatus(&tc.api, &tc.status, tc.delay, now)
+			api, st := tc.api(base()), tc.status(base())
+			apiCopy, stCopy := api.DeepCopy(), st.DeepCopy()
+			got := mergePodStatus(&api, &st, tc.couldRun, now)
 			assert.Equal(t, tc.wantPhase, got.Phase)
-			assert.Equal(t, tc.wantConds, condMap(got))
-			assert.Equal(t, apiCopy, &tc.api, "api status not modified")
-			assert.Equal(t, stCopy, &tc.status, "status not modified")
+			assert.Equal(t, tc.wantReason, got.Reason)
+			conds := map[v1.PodConditionType]cond{}
+			for _, c := range got.Conditions {
+				_, dup := conds[c.Type]
+				require.False(t, dup, "duplicate condition %s", c.Type)
+				conds[c.Type] = cond{c.Status, c.Reason}
+			}
+			assert.Equal(t, tc.wantConds, conds)
+			assert.Equal(t, apiCopy, &api, "api status not modified")
+			assert.Equal(t, stCopy, &st, "status not modified")
 		})
 	}
 }
@@ -464,4 +529,30 @@ func TestStatusPatch(t *testing.T) {
 		assert.JSONEq(t, `{"metadata":{"uid":"uid1"},"status":{"phase":"Failed",
 			"conditions":[{"type":"Ready","$patch":"delete"}]}}`, string(p))
 	})
+}
+
+func TestStatusEqualityIgnoresOrderAndOthersConditions(t *testing.T) {
+	pod := genPod(v1.RestartPolicyAlways)
+	var statuses []v1.ContainerStatus
+	for i := range 10 {
+		name := fmt.Sprintf("c%d", i)
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, v1.Container{Name: name})
+		statuses = append(statuses, v1.ContainerStatus{Name: name})
+	}
+	reversed := slices.Clone(statuses)
+	slices.Reverse(reversed)
+	a := v1.PodStatus{ContainerStatuses: statuses, InitContainerStatuses: slices.Clone(statuses), EphemeralContainerStatuses: slices.Clone(statuses)}
+	b := v1.PodStatus{ContainerStatuses: reversed, InitContainerStatuses: slices.Clone(reversed), EphemeralContainerStatuses: slices.Clone(reversed)}
+	normalizeStatus(pod, &a)
+	normalizeStatus(pod, &b)
+	assert.True(t, statusEqual(&a, &b), "order of container statuses")
+
+	a.Conditions = []v1.PodCondition{{Type: "example.com/feature", Status: v1.ConditionTrue}}
+	b.Conditions = []v1.PodCondition{{Type: "example.com/feature", Status: v1.ConditionFalse}}
+	assert.True(t, statusEqual(&a, &b), "conditions of others")
+
+	b.Conditions = append(b.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue})
+	assert.False(t, statusEqual(&a, &b), "a condition of the agent")
+	a.Conditions = append(a.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(gt0)})
+	assert.True(t, statusEqual(&a, &b), "transition times do not count")
 }

@@ -71,7 +71,7 @@ func statusEqual(old, status *v1.PodStatus) bool {
 // normalizeStatus brings status to what the apiserver would store, so that
 // comparisons with it hold: times to whole seconds (RFC 3339), termination
 // messages capped so that all of a pod's fit in 12 KiB, container statuses
-// sorted (regular by name, init in spec order).
+// sorted (regular and ephemeral by name, init in spec order).
 func normalizeStatus(pod *v1.Pod, status *v1.PodStatus) {
 	perContainer := maxTerminationMessageBytes
 	if n := len(pod.Spec.Containers) + len(pod.Spec.InitContainers); n > 0 {
@@ -109,7 +109,9 @@ func normalizeStatus(pod *v1.Pod, status *v1.PodStatus) {
 			state(&list[i].LastTerminationState)
 		}
 	}
-	slices.SortStableFunc(status.ContainerStatuses, func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) })
+	byName := func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortStableFunc(status.ContainerStatuses, byName)
+	slices.SortStableFunc(status.EphemeralContainerStatuses, byName)
 	// Init containers in spec order; statuses of unknown names go last.
 	cur := 0
 	for i := range pod.Spec.InitContainers {
@@ -159,15 +161,18 @@ func mergePodStatus(api, status *v1.PodStatus, delayTerminal bool, now metav1.Ti
 	if toTerminal && delayTerminal {
 		out.Phase, out.Reason, out.Message = api.Phase, api.Reason, api.Message
 	}
-	if isTerminalPhase(out.Phase) {
-		for i := range out.Conditions {
-			c := &out.Conditions[i]
-			if (c.Type == v1.PodReady || c.Type == v1.ContainersReady) && c.Status == v1.ConditionTrue {
-				nc := terminalContainersReady(out.Phase)
-				nc.Type, nc.LastTransitionTime = c.Type, now
-				*c = nc
-			}
-		}
+	if isTerminalPhase(out.Phase) && (conditionTrue(out.Conditions, v1.PodReady) || conditionTrue(out.Conditions, v1.ContainersReady)) {
+		// The prober may not have caught up; a finished pod is not ready.
+		cr := terminalContainersReady(out.Phase)
+		pr := terminalPodReady(out.Phase)
+		cr.LastTransitionTime, pr.LastTransitionTime = now, now
+		out.Conditions = setCondition(out.Conditions, cr)
+		out.Conditions = setCondition(out.Conditions, pr)
 	}
 	return out
+}
+
+func conditionTrue(conds []v1.PodCondition, t v1.PodConditionType) bool {
+	_, c := findCondition(conds, t)
+	return c != nil && c.Status == v1.ConditionTrue
 }

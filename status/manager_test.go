@@ -644,3 +644,86 @@ func TestDeletedMirrorPodIsRecreatedByTheReconcile(t *testing.T) {
 	m.Sync(ctx)
 	assert.Equal(t, []string{"get"}, verbs(f), "an intact mirror costs one read per reconcile")
 }
+
+func TestNewStatusKeepsTheAPIStartTime(t *testing.T) {
+	pod := testPod("p", "uid1")
+	start := metav1.NewTime(t0.Add(-time.Minute))
+	pod.Status.StartTime = &start
+	m, _ := newManager(t, nil, nil)
+	m.SetPodStatus(pod, runningStatus("cri://a"))
+	got, _ := m.GetPodStatus(pod.UID)
+	assert.True(t, got.StartTime.Equal(&start))
+
+	st := runningStatus("cri://a")
+	later := metav1.NewTime(t0)
+	st.StartTime = &later
+	st.Message = "changed"
+	m.SetPodStatus(pod, st)
+	got, _ = m.GetPodStatus(pod.UID)
+	assert.True(t, got.StartTime.Equal(&start), "start time never changes")
+}
+
+func TestConditionTransitionTimes(t *testing.T) {
+	pod := testPod("p", "uid1")
+	m, clk := newManager(t, nil, nil)
+	ready := func(s v1.ConditionStatus) v1.PodStatus {
+		return v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: s}}}
+	}
+	readyTime := func() time.Time {
+		got, _ := m.GetPodStatus(pod.UID)
+		return got.Conditions[0].LastTransitionTime.Time.UTC()
+	}
+	m.SetPodStatus(pod, ready(v1.ConditionTrue))
+	assert.Equal(t, t0, readyTime(), "new condition")
+
+	clk.Step(time.Minute)
+	m.SetPodStatus(pod, ready(v1.ConditionTrue))
+	assert.Equal(t, t0, readyTime(), "unchanged condition keeps its time")
+
+	clk.Step(time.Minute)
+	m.SetPodStatus(pod, ready(v1.ConditionFalse))
+	assert.Equal(t, t0.Add(2*time.Minute), readyTime(), "changed condition")
+}
+
+// TestTerminatePodWithStalePod ports upstream's TestTerminatePod: the pod
+// handed to TerminatePod carries an outdated apiserver status; the cached
+// status is the base, and what it shows terminated stays as it was.
+func TestTerminatePodWithStalePod(t *testing.T) {
+	m, _ := newManager(t, nil, nil)
+	pod := testPod("p", "uid1")
+	pod.Spec.InitContainers = []v1.Container{{Name: "init-1"}, {Name: "init-2"}, {Name: "init-3"}}
+	pod.Spec.Containers = []v1.Container{{Name: "test-1"}, {Name: "test-2"}, {Name: "test-3"}}
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	term := func(reason string, code int32) v1.ContainerState {
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: reason, ExitCode: code}}
+	}
+	first := v1.PodStatus{
+		Phase: v1.PodFailed, Message: "first",
+		InitContainerStatuses: []v1.ContainerStatus{
+			{Name: "init-1"}, {Name: "init-2", State: term("InitTest", 0)}, {Name: "init-3", State: term("InitTest", 3)},
+		},
+		ContainerStatuses: []v1.ContainerStatus{
+			{Name: "test-1"}, {Name: "test-2", State: term("Test", 2)}, {Name: "test-3", State: term("Test", 0)},
+		},
+	}
+	m.SetPodStatus(pod, first)
+
+	stale := pod.DeepCopy()
+	stale.Status = v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{
+		{Name: "test-1", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}},
+	}}
+	m.TerminatePod(stale)
+
+	got, _ := m.GetPodStatus(pod.UID)
+	unknown := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+		Reason: status.ContainerStatusUnknown, Message: "The container could not be located when the pod was terminated", ExitCode: 137,
+	}}
+	assert.Equal(t, unknown, got.InitContainerStatuses[0].State, "init container with no state")
+	assert.Equal(t, first.InitContainerStatuses[1].State, got.InitContainerStatuses[1].State)
+	assert.Equal(t, first.InitContainerStatuses[2].State, got.InitContainerStatuses[2].State)
+	assert.Equal(t, unknown, got.ContainerStatuses[0].State, "container with no state")
+	assert.Equal(t, first.ContainerStatuses[1].State, got.ContainerStatuses[1].State)
+	assert.Equal(t, first.ContainerStatuses[2].State, got.ContainerStatuses[2].State)
+	assert.Equal(t, v1.PodFailed, got.Phase)
+	assert.Equal(t, "first", got.Message, "the cached status is kept")
+}
