@@ -161,7 +161,8 @@ func initializedCondition(spec *v1.PodSpec, initStatuses, statuses []v1.Containe
 			if s.Started == nil || !*s.Started {
 				incomplete = append(incomplete, c.Name)
 			}
-		case s.State.Terminated == nil || s.State.Terminated.ExitCode != 0:
+		case !s.Ready:
+			// A regular init container is ready once it succeeded.
 			incomplete = append(incomplete, c.Name)
 		}
 	}

@@ -556,3 +556,62 @@ func TestStatusEqualityIgnoresOrderAndOthersConditions(t *testing.T) {
 	a.Conditions = append(a.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(gt0)})
 	assert.True(t, statusEqual(&a, &b), "transition times do not count")
 }
+
+func TestConditions(t *testing.T) {
+	ready := func(name string) v1.ContainerStatus { s := running(name); s.Ready = true; return s }
+	spec := &v1.PodSpec{InitContainers: []v1.Container{{Name: "i1"}, sidecar("s1")}, Containers: []v1.Container{{Name: "a"}, {Name: "b"}}}
+	initDone := stopped("i1", 0)
+	initDone.Ready = true
+	cs := func(s ...v1.ContainerStatus) []v1.ContainerStatus { return s }
+	type want struct {
+		status  v1.ConditionStatus
+		reason  string
+		message string
+	}
+	cases := []struct {
+		name    string
+		init    []v1.ContainerStatus
+		regular []v1.ContainerStatus
+		phase   v1.PodPhase
+		cr      want
+		init0   want
+	}{
+		{name: "no statuses at all", phase: v1.PodPending,
+			cr:    want{v1.ConditionFalse, UnknownContainerStatuses, ""},
+			init0: want{v1.ConditionFalse, UnknownContainerStatuses, ""}},
+		{name: "an unready sidecar keeps the containers unready", phase: v1.PodRunning,
+			init: cs(initDone, startedRunning("s1")), regular: cs(ready("a"), ready("b")),
+			cr: want{v1.ConditionFalse, ContainersNotReady, "containers with unready status: [s1]"}, init0: want{v1.ConditionTrue, "", ""}},
+		{name: "everything ready including the sidecar", phase: v1.PodRunning,
+			init: cs(initDone, func() v1.ContainerStatus { s := startedRunning("s1"); s.Ready = true; return s }()), regular: cs(ready("a"), ready("b")),
+			cr: want{v1.ConditionTrue, "", ""}, init0: want{v1.ConditionTrue, "", ""}},
+		{name: "unknown and unready containers", phase: v1.PodPending,
+			init: cs(initDone), regular: cs(running("a")),
+			cr:    want{v1.ConditionFalse, ContainersNotReady, "containers with unknown status: [s1 b], containers with unready status: [a]"},
+			init0: want{v1.ConditionTrue, "", ""}},
+		{name: "init containers incomplete", phase: v1.PodPending,
+			init: cs(running("i1"), running("s1")), regular: cs(waitingStatus("a"), waitingStatus("b")),
+			cr:    want{v1.ConditionFalse, ContainersNotReady, "containers with unready status: [s1 a b]"},
+			init0: want{v1.ConditionFalse, ContainersNotInitialized, "containers with incomplete status: [i1 s1]"}},
+		{name: "restarting sidecar after a regular container started", phase: v1.PodRunning,
+			init: cs(initDone, restarting("s1", 1)), regular: cs(ready("a"), ready("b")),
+			cr: want{v1.ConditionFalse, ContainersNotReady, "containers with unready status: [s1]"}, init0: want{v1.ConditionTrue, "", ""}},
+		{name: "succeeded pod", phase: v1.PodSucceeded,
+			init: cs(initDone, stopped("s1", 0)), regular: cs(stopped("a", 0), stopped("b", 0)),
+			cr: want{v1.ConditionFalse, PodCompleted, ""}, init0: want{v1.ConditionTrue, PodCompleted, ""}},
+		{name: "failed pod", phase: v1.PodFailed,
+			init: cs(initDone, startedRunning("s1")), regular: cs(ready("a"), stopped("b", 1)),
+			cr: want{v1.ConditionFalse, PodFailed, ""}, init0: want{v1.ConditionTrue, "", ""}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cr := containersReadyCondition(spec, tc.init, tc.regular, tc.phase)
+			assert.Equal(t, tc.cr, want{cr.Status, cr.Reason, cr.Message}, "ContainersReady")
+			pr := podReadyCondition(spec, nil, tc.init, tc.regular, tc.phase)
+			assert.Equal(t, tc.cr, want{pr.Status, pr.Reason, pr.Message}, "Ready follows ContainersReady")
+			assert.Equal(t, v1.PodReady, pr.Type)
+			in := initializedCondition(spec, tc.init, tc.regular, tc.phase)
+			assert.Equal(t, tc.init0, want{in.Status, in.Reason, in.Message}, "Initialized")
+		})
+	}
+}

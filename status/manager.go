@@ -453,7 +453,13 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished
 		status.StartTime = &now
 	}
 	if !podutil.IsStaticPod(pod) {
+		// The generation of a static pod is not its mirror's.
 		status.ObservedGeneration = pod.Generation
+		for i := range status.Conditions {
+			if ownedByAgent(status.Conditions[i].Type) {
+				status.Conditions[i].ObservedGeneration = pod.Generation
+			}
+		}
 	}
 	normalizeStatus(pod, &status)
 
