@@ -57,6 +57,9 @@ type GenerateOptions struct {
 // is ready and started while running. Transition times of conditions are
 // left for the Manager to set. The result may share memory with old.
 func GeneratePodStatus(pod *v1.Pod, rs *runtime.PodStatus, old *v1.PodStatus, opts GenerateOptions) v1.PodStatus {
+	if pod == nil {
+		return v1.PodStatus{}
+	}
 	if old == nil {
 		old = &pod.Status
 	}

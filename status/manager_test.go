@@ -727,3 +727,19 @@ func TestTerminatePodWithStalePod(t *testing.T) {
 	assert.Equal(t, v1.PodFailed, got.Phase)
 	assert.Equal(t, "first", got.Message, "the cached status is kept")
 }
+
+type panickingSafety struct{}
+
+func (panickingSafety) PodCouldHaveRunningContainers(*v1.Pod) bool { panic("boom") }
+
+func TestPanicInAnInjectedDependencyDoesNotEscape(t *testing.T) {
+	pods := []*v1.Pod{testPod("p1", "uid1"), testPod("p2", "uid2")}
+	f := statustest.New(pods...)
+	m, _ := newManager(t, f, func(c *status.Config) { c.DeletionSafety = panickingSafety{} })
+	for _, p := range pods {
+		m.SetPodStatus(p, runningStatus("cri://a"))
+	}
+	require.NotPanics(t, func() { m.Sync(context.Background()) })
+	assert.Equal(t, 2, f.Count(statustest.VerbGet), "every pod is tried")
+	assert.Equal(t, 0, f.Count(statustest.VerbPatch))
+}

@@ -64,9 +64,7 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 	m.mu.Unlock()
 
 	for _, o := range orphans {
-		if err := m.deletePod(ctx, m.client(o.namespace), o.name, o.uid); err != nil {
-			m.log.Info("Failed to delete orphaned mirror pod", "pod", o.namespace+"/"+o.name, "err", err)
-		}
+		m.deleteOrphan(ctx, o)
 	}
 	for _, s := range todo {
 		if ctx.Err() != nil {
@@ -77,8 +75,15 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 	return len(todo)
 }
 
-// syncPod syncs one status, retrying conflicts with back-off.
+// syncPod syncs one status, retrying conflicts with back-off. A panic in
+// the injected client or deletion safety is logged, not propagated: the
+// status is retried at the next reconcile.
 func (m *Manager) syncPod(ctx context.Context, uid types.UID, vs *versionedStatus) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.log.Error(fmt.Errorf("panic: %v", r), "Syncing pod status panicked", "pod", podRef(vs.pod), "podUID", uid)
+		}
+	}()
 	for attempt := 0; ; attempt++ {
 		err := m.syncPodOnce(ctx, uid, vs)
 		if err == nil {
@@ -276,4 +281,18 @@ func (m *Manager) setMirror(uid types.UID, mirror *v1.Pod) {
 	}
 	m.mirrors[uid] = mirrorRef{namespace: mirror.Namespace, name: mirror.Name, uid: mirror.UID}
 	m.statics[mirror.UID] = uid
+}
+
+// deleteOrphan deletes a mirror pod whose static pod is gone. Failures are
+// logged; the mirror's UID precondition keeps a retry from hitting a newer
+// mirror.
+func (m *Manager) deleteOrphan(ctx context.Context, o mirrorRef) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.log.Error(fmt.Errorf("panic: %v", r), "Deleting an orphaned mirror pod panicked", "pod", o.namespace+"/"+o.name)
+		}
+	}()
+	if err := m.deletePod(ctx, m.client(o.namespace), o.name, o.uid); err != nil && !apierrors.IsConflict(err) {
+		m.log.Info("Failed to delete orphaned mirror pod", "pod", o.namespace+"/"+o.name, "err", err)
+	}
 }
