@@ -1,0 +1,398 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podconfig/podconfigtest"
+	"github.com/nodekit/nodekit/podutil"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const node = "node-1"
+
+// waitTimeout only guards against a hung test.
+const waitTimeout = 10 * time.Second
+
+func pod(name, rv, image string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), ResourceVersion: rv},
+		Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Image: image}}},
+	}
+}
+
+func list(rv string, pods ...*v1.Pod) *v1.PodList {
+	l := &v1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: rv}}
+	for _, p := range pods {
+		l.Items = append(l.Items, *p)
+	}
+	return l
+}
+
+type harness struct {
+	t       *testing.T
+	client  *podconfigtest.PodClient
+	clock   *clocktesting.FakeClock
+	updates chan podconfig.PodUpdate
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func start(t *testing.T, client *podconfigtest.PodClient) *harness {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	src, err := New(Config{Client: client, NodeName: node, Clock: clk})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{t: t, client: client, clock: clk, updates: make(chan podconfig.PodUpdate), cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- src.Run(ctx, h.updates) }()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) stop() {
+	h.cancel()
+	select {
+	case err := <-h.done:
+		assert.NoError(h.t, err)
+	case <-time.After(waitTimeout):
+		h.t.Error("Run did not return after ctx ended")
+	}
+}
+
+func (h *harness) next() podconfig.PodUpdate {
+	h.t.Helper()
+	select {
+	case u := <-h.updates:
+		require.Equal(h.t, podutil.ApiserverSource, u.Source)
+		return u
+	case <-time.After(waitTimeout):
+		h.t.Fatal("no update")
+	}
+	return podconfig.PodUpdate{}
+}
+
+func (h *harness) call(verb string) podconfigtest.Call {
+	h.t.Helper()
+	select {
+	case c := <-h.client.Notify():
+		require.Equal(h.t, verb, c.Verb)
+		return c
+	case <-time.After(waitTimeout):
+		h.t.Fatalf("no %s call", verb)
+	}
+	return podconfigtest.Call{}
+}
+
+// waitTimer waits until the source sleeps on the fake clock.
+func (h *harness) waitTimer() {
+	h.t.Helper()
+	require.Eventually(h.t, h.clock.HasWaiters, waitTimeout, time.Millisecond)
+}
+
+func names(u podconfig.PodUpdate) []string {
+	var n []string
+	for _, p := range u.Pods {
+		n = append(n, p.Name)
+	}
+	return n
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	client := podconfigtest.NewPodClient(0)
+	for name, c := range map[string]Config{
+		"no client":        {NodeName: node},
+		"no node":          {Client: client},
+		"negative backoff": {Client: client, NodeName: node, BackoffInitial: -1},
+	} {
+		_, err := New(c)
+		assert.ErrorIs(t, err, podconfig.ErrInvalidConfig, name)
+	}
+}
+
+func TestInitialListIsSentAsSetThenWatchedFromItsVersion(t *testing.T) {
+	client := podconfigtest.NewPodClient(10)
+	client.SetList(list("10", pod("a", "5", "i"), pod("b", "6", "i")))
+	w := watch.NewFake()
+	client.AddWatcher(w)
+	h := start(t, client)
+
+	l := h.call("list")
+	assert.Equal(t, "spec.nodeName="+node, l.Options.FieldSelector)
+	u := h.next()
+	assert.Equal(t, podconfig.SET, u.Op)
+	assert.ElementsMatch(t, []string{"a", "b"}, names(u))
+
+	c := h.call("watch")
+	assert.Equal(t, "10", c.Options.ResourceVersion)
+	assert.Equal(t, "spec.nodeName="+node, c.Options.FieldSelector)
+	assert.True(t, c.Options.AllowWatchBookmarks)
+	require.NotNil(t, c.Options.TimeoutSeconds)
+	assert.Equal(t, int64(300), *c.Options.TimeoutSeconds)
+}
+
+func TestInitialEmptyListSendsEmptySet(t *testing.T) {
+	client := podconfigtest.NewPodClient(10)
+	client.AddWatcher(watch.NewFake())
+	h := start(t, client)
+	h.call("list")
+	u := h.next()
+	assert.Equal(t, podconfig.SET, u.Op)
+	assert.Empty(t, u.Pods)
+	h.call("watch")
+}
+
+func TestWatchEventsBecomeIncrementalUpdates(t *testing.T) {
+	client := podconfigtest.NewPodClient(10)
+	client.SetList(list("10", pod("a", "5", "one")))
+	w := watch.NewFake()
+	client.AddWatcher(w)
+	h := start(t, client)
+	h.call("list")
+	h.next()
+	h.call("watch")
+
+	for _, tc := range []struct {
+		name string
+		send func()
+		op   podconfig.PodOperation
+		pod  string
+	}{
+		{"added pod is an ADD", func() { w.Add(pod("b", "11", "blah")) }, podconfig.ADD, "b"},
+		{"modified pod is an UPDATE", func() { w.Modify(pod("a", "12", "two")) }, podconfig.UPDATE, "a"},
+		{"deleted pod is a REMOVE", func() { w.Delete(pod("a", "13", "two")) }, podconfig.REMOVE, "a"},
+	} {
+		go tc.send()
+		u := h.next()
+		assert.Equal(t, tc.op, u.Op, tc.name)
+		assert.Equal(t, []string{tc.pod}, names(u), tc.name)
+	}
+}
+
+func TestPodsOfOtherNodesAreIgnored(t *testing.T) {
+	client := podconfigtest.NewPodClient(10)
+	other := pod("x", "3", "i")
+	other.Spec.NodeName = "node-2"
+	client.SetList(list("10", pod("a", "5", "i"), other))
+	w := watch.NewFake()
+	client.AddWatcher(w)
+	h := start(t, client)
+	h.call("list")
+	assert.Equal(t, []string{"a"}, names(h.next()))
+	h.call("watch")
+	go func() {
+		w.Add(other)
+		w.Add(pod("b", "11", "i"))
+	}()
+	assert.Equal(t, []string{"b"}, names(h.next()), "the other node's pod was skipped")
+}
+
+func TestClosedWatchResumesFromLastResourceVersion(t *testing.T) {
+	client := podconfigtest.NewPodClient(10)
+	client.SetList(list("10"))
+	w1, w2 := watch.NewFake(), watch.NewFake()
+	client.AddWatcher(w1)
+	client.AddWatcher(w2)
+	h := start(t, client)
+	h.call("list")
+	h.next()
+	h.call("watch")
+
+	go w1.Add(pod("a", "11", "i"))
+	h.next()
+	// A bookmark moves the resourceVersion without an update.
+	w1.Action(watch.Bookmark, &v1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "15"}})
+	w1.Stop()
+
+	c := h.call("watch")
+	assert.Equal(t, "15", c.Options.ResourceVersion, "resumed after the bookmark, no relist")
+	go w2.Modify(pod("a", "16", "j"))
+	u := h.next()
+	assert.Equal(t, podconfig.UPDATE, u.Op)
+	for _, call := range client.Calls() {
+		if call.Verb == "list" && call != client.Calls()[0] {
+			t.Fatal("relisted on a plain close")
+		}
+	}
+}
+
+func expired410(kind string) error {
+	if kind == "gone" {
+		return apierrors.NewGone("too old resource version")
+	}
+	return apierrors.NewResourceExpired("too old resource version")
+}
+
+func TestExpiredVersionRelistsAndMuxSendsTheDifference(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		expire func(w *watch.FakeWatcher, client *podconfigtest.PodClient)
+	}{
+		{"watch call fails with 410 Expired", func(w *watch.FakeWatcher, c *podconfigtest.PodClient) {
+			c.FailWatch(expired410("expired"))
+			c.AddWatcher(watch.NewFake())
+			// A healthy watch ends (one bookmark, then closed): resuming
+			// from the bookmark's version gets the 410.
+			w.Action(watch.Bookmark, &v1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "12"}})
+			w.Stop()
+		}},
+		{"ERROR event Expired", func(w *watch.FakeWatcher, c *podconfigtest.PodClient) {
+			c.AddWatcher(watch.NewFake())
+			w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
+		}},
+		{"ERROR event Gone", func(w *watch.FakeWatcher, c *podconfigtest.PodClient) {
+			c.AddWatcher(watch.NewFake())
+			w.Error(&apierrors.NewGone("gone").ErrStatus)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cfg, err := podconfig.NewPodConfig(podconfig.Incremental, podconfig.Options{})
+			require.NoError(t, err)
+			client := podconfigtest.NewPodClient(0)
+			client.SetList(list("10", pod("a", "5", "i"), pod("b", "6", "i"), pod("c", "7", "i")))
+			w1 := watch.NewFake()
+			client.AddWatcher(w1)
+			src, err := New(Config{Client: client, NodeName: node, Clock: clocktesting.NewFakeClock(time.Unix(0, 0))})
+			require.NoError(t, err)
+			done := make(chan struct{})
+			go func() { _ = src.Run(ctx, cfg.Channel(ctx, podutil.ApiserverSource)); close(done) }()
+			defer func() { cancel(); <-done }()
+
+			u := <-cfg.Updates()
+			require.Equal(t, podconfig.ADD, u.Op)
+			require.Len(t, u.Pods, 3)
+
+			// While the watch is broken: b deleted, c changed, d added.
+			client.SetList(list("20", pod("a", "5", "i"), pod("c", "18", "new"), pod("d", "19", "i")))
+			tc.expire(w1, client)
+
+			want := []struct {
+				op  podconfig.PodOperation
+				pod string
+			}{{podconfig.REMOVE, "b"}, {podconfig.ADD, "d"}, {podconfig.UPDATE, "c"}}
+			for _, w := range want {
+				select {
+				case u = <-cfg.Updates():
+				case <-time.After(waitTimeout):
+					t.Fatalf("no %v", w.op)
+				}
+				assert.Equal(t, w.op, u.Op)
+				assert.Equal(t, []string{w.pod}, names(u))
+			}
+			lists := 0
+			for _, c := range client.Calls() {
+				if c.Verb == "list" {
+					lists++
+					assert.Empty(t, c.Options.ResourceVersion, "relist reads the latest state")
+				}
+			}
+			assert.Equal(t, 2, lists)
+		})
+	}
+}
+
+func TestFailedCallsBackOffOnTheClock(t *testing.T) {
+	client := podconfigtest.NewPodClient(10)
+	client.FailList(errors.New("connection refused"))
+	client.FailList(errors.New("connection refused"))
+	client.SetList(list("10", pod("a", "5", "i")))
+	client.AddWatcher(watch.NewFake())
+	h := start(t, client)
+
+	h.call("list") // fails; back off 1s
+	h.waitTimer()
+	h.clock.Step(999 * time.Millisecond)
+	select {
+	case c := <-client.Notify():
+		t.Fatalf("retried before the back-off passed: %v", c.Verb)
+	default:
+	}
+	h.clock.Step(time.Millisecond)
+	h.call("list") // fails again; back off 2s
+	h.waitTimer()
+	h.clock.Step(time.Second)
+	select {
+	case c := <-client.Notify():
+		t.Fatalf("back-off did not double: %v", c.Verb)
+	default:
+	}
+	h.clock.Step(time.Second)
+	h.call("list")
+	assert.Equal(t, []string{"a"}, names(h.next()))
+	h.call("watch")
+}
+
+func TestWatchErrorsBackOffAndResume(t *testing.T) {
+	client := podconfigtest.NewPodClient(10)
+	client.SetList(list("10"))
+	client.FailWatch(apierrors.NewServiceUnavailable("etcd down"))
+	w := watch.NewFake()
+	client.AddWatcher(w)
+	h := start(t, client)
+	h.call("list")
+	h.next()
+	c := h.call("watch")
+	assert.Equal(t, "10", c.Options.ResourceVersion)
+	h.waitTimer()
+	h.clock.Step(time.Second)
+	c = h.call("watch")
+	assert.Equal(t, "10", c.Options.ResourceVersion, "resumed, not relisted")
+	go w.Add(pod("a", "11", "i"))
+	assert.Equal(t, podconfig.ADD, h.next().Op)
+}
+
+func TestNonExpiredErrorEventReconnectsFromLastVersion(t *testing.T) {
+	client := podconfigtest.NewPodClient(10)
+	client.SetList(list("10"))
+	w1, w2 := watch.NewFake(), watch.NewFake()
+	client.AddWatcher(w1)
+	client.AddWatcher(w2)
+	h := start(t, client)
+	h.call("list")
+	h.next()
+	h.call("watch")
+	go func() {
+		w1.Add(pod("a", "11", "i"))
+		w1.Error(&apierrors.NewInternalError(errors.New("boom")).ErrStatus)
+	}()
+	h.next()
+	h.waitTimer()
+	h.clock.Step(time.Second)
+	c := h.call("watch")
+	assert.Equal(t, "11", c.Options.ResourceVersion)
+}
+
+func TestRunReturnsWhenContextEndsWhileBlocked(t *testing.T) {
+	client := podconfigtest.NewPodClient(0)
+	client.SetList(list("1", pod("a", "1", "i")))
+	client.AddWatcher(watch.NewFake())
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	src, err := New(Config{Client: client, NodeName: node, Clock: clk})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- src.Run(ctx, make(chan podconfig.PodUpdate)) }() // nobody reads
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(waitTimeout):
+		t.Fatal("Run did not return")
+	}
+}
