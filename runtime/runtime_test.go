@@ -78,3 +78,16 @@ func TestPodStatusHelpers(t *testing.T) {
 }
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+func TestPodHelpers(t *testing.T) {
+	app := &Container{ID: ContainerID{Type: "fake", ID: "1"}, Name: "app"}
+	p := &Pod{}
+	assert.True(t, p.IsEmpty())
+	p.Sandboxes = []*Container{{ID: ContainerID{Type: "fake", ID: "s"}}}
+	assert.False(t, p.IsEmpty(), "a sandbox alone makes the pod non-empty")
+	assert.Nil(t, p.FindContainerByID(ContainerID{Type: "fake", ID: "s"}), "sandboxes are not containers")
+	p.Containers = []*Container{app}
+	assert.Same(t, app, p.FindContainerByName("app"))
+	assert.Nil(t, p.FindContainerByName("other"))
+	assert.Same(t, app, p.FindContainerByID(ContainerID{Type: "fake", ID: "1"}))
+}

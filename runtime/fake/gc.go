@@ -34,7 +34,8 @@ func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, a
 		c *container
 	}
 	var survivors []dead
-	for _, p := range r.order {
+	// A copy: removePod may compact r.order.
+	for _, p := range slices.Clone(r.order) {
 		if p.removed {
 			continue
 		}
