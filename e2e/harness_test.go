@@ -23,7 +23,7 @@ func testPod(name, node string) *corev1.Pod {
 // The watch-interruption test relies on these two properties of the harness.
 func TestHarnessRestartAndCompaction(t *testing.T) {
 	c := startCluster(t)
-	cs, _ := clientset(t, c, 100, 200)
+	cs, _ := clientset(t, c.RESTConfig(), 100, 200)
 	ctx := t.Context()
 	pods := cs.CoreV1().Pods("default")
 
@@ -33,7 +33,7 @@ func TestHarnessRestartAndCompaction(t *testing.T) {
 	}
 
 	t.Run("apiserver restart keeps the stored pods", func(t *testing.T) {
-		if err := c.RestartAPIServer(ctx); err != nil {
+		if err := c.APIServer().Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
 		got, err := pods.Get(ctx, "kept", metav1.GetOptions{})
@@ -55,7 +55,7 @@ func TestHarnessRestartAndCompaction(t *testing.T) {
 		if rev <= 0 {
 			t.Fatalf("compacted at revision %d", rev)
 		}
-		if err := c.RestartAPIServer(ctx); err != nil {
+		if err := c.APIServer().Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
 		w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: before.ResourceVersion})

@@ -55,12 +55,11 @@ func startCluster(t *testing.T) *cluster.Cluster {
 	return c
 }
 
-// clientset returns a client for c with rate limits (qps, burst) and a
+// clientset returns a client for cfg with rate limits (qps, burst) and a
 // counter of the HTTP requests it makes. wrap, if any, wraps the transport
 // inside the counter.
-func clientset(t *testing.T, c *cluster.Cluster, qps float32, burst int, wrap ...func(http.RoundTripper) http.RoundTripper) (*kubernetes.Clientset, *atomic.Int64) {
+func clientset(t *testing.T, cfg *rest.Config, qps float32, burst int, wrap ...func(http.RoundTripper) http.RoundTripper) (*kubernetes.Clientset, *atomic.Int64) {
 	t.Helper()
-	cfg := c.RESTConfig()
 	cfg.QPS, cfg.Burst = qps, burst
 	for _, w := range wrap {
 		cfg.Wrap(w)

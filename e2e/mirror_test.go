@@ -67,8 +67,8 @@ func waitMirror(t *testing.T, cs *kubernetes.Clientset, static *corev1.Pod, not 
 
 func TestMirrorPods(t *testing.T) {
 	c := startCluster(t)
-	agentCS, _ := clientset(t, c, 50, 100)
-	other, _ := clientset(t, c, 100, 200)
+	agentCS, _ := clientset(t, c.RESTConfig(), 50, 100)
+	other, _ := clientset(t, c.RESTConfig(), 100, 200)
 	ctx := t.Context()
 	node := createNode(t, other, "n1")
 	sm := startStatusManager(t, agentCS, status.Config{NodeName: "n1", Nodes: agentCS.CoreV1().Nodes(), SyncPeriod: 500 * time.Millisecond})

@@ -10,7 +10,7 @@ import (
 
 func TestClusterServesPods(t *testing.T) {
 	c := startCluster(t)
-	cs, requests := clientset(t, c, 100, 200)
+	cs, requests := clientset(t, c.RESTConfig(), 100, 200)
 	ctx := t.Context()
 
 	pod := &corev1.Pod{

@@ -139,12 +139,12 @@ func TestStatusSurvivesConcurrentWriters(t *testing.T) {
 	const pods, rounds = 5, 6
 	c := startCluster(t)
 	injector := &conflictOnce{}
-	agentCS, _ := clientset(t, c, 50, 100, func(rt http.RoundTripper) http.RoundTripper {
+	agentCS, _ := clientset(t, c.RESTConfig(), 50, 100, func(rt http.RoundTripper) http.RoundTripper {
 		injector.rt = rt
 		return injector
 	})
 	conflicts := &statusCode{code: http.StatusConflict}
-	other, _ := clientset(t, c, 100, 200, func(rt http.RoundTripper) http.RoundTripper {
+	other, _ := clientset(t, c.RESTConfig(), 100, 200, func(rt http.RoundTripper) http.RoundTripper {
 		conflicts.rt = rt
 		return conflicts
 	})

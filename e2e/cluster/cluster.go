@@ -41,12 +41,21 @@ type Cluster struct {
 	ownDir  bool
 	pki     *pki
 	etcdURL string
-	apiPort int
 	http    *http.Client // for readiness probes and etcd's JSON gateway
 
-	mu        sync.Mutex
-	etcd      *process
-	apiserver *process
+	mu         sync.Mutex
+	etcd       *process
+	apiservers []*APIServer // the first is the cluster's own
+}
+
+// APIServer is one kube-apiserver process of a cluster. Its methods are safe
+// for concurrent use.
+type APIServer struct {
+	c    *Cluster
+	port int
+
+	mu   sync.Mutex
+	proc *process
 }
 
 // Start runs etcd and kube-apiserver and returns once the apiserver's
@@ -89,16 +98,15 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			DisableKeepAlives: true, // no idle connection outlives Stop
 		},
 	}
-	ports, err := freePorts(3)
+	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
 	c.etcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	c.apiPort = ports[2]
 	if err = c.startEtcd(ctx, ports[1]); err != nil {
 		return nil, err
 	}
-	if err = c.StartAPIServer(ctx); err != nil {
+	if _, err = c.AddAPIServer(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -131,21 +139,51 @@ func (c *Cluster) startEtcd(ctx context.Context, peerPort int) error {
 	})
 }
 
-// StartAPIServer starts kube-apiserver (again, after StopAPIServer) on the
-// cluster's port and waits for /readyz.
-func (c *Cluster) StartAPIServer(ctx context.Context) error {
+// AddAPIServer starts another kube-apiserver on the same etcd, on a port of
+// its own; Stop stops it too. Clients of different apiservers see the same
+// objects, but each apiserver has its own watch cache.
+func (c *Cluster) AddAPIServer(ctx context.Context) (*APIServer, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	a := &APIServer{c: c, port: ports[0]}
 	c.mu.Lock()
-	if c.apiserver != nil {
-		c.mu.Unlock()
+	c.apiservers = append(c.apiservers, a)
+	c.mu.Unlock()
+	return a, a.Start(ctx)
+}
+
+// APIServer returns the cluster's first apiserver.
+func (c *Cluster) APIServer() *APIServer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.apiservers[0]
+}
+
+// Host is the URL of the cluster's first apiserver.
+func (c *Cluster) Host() string { return c.APIServer().Host() }
+
+// RESTConfig returns a new admin (system:masters) client configuration for
+// the cluster's first apiserver. Rate limits are client-go's defaults;
+// callers set QPS and Burst as needed.
+func (c *Cluster) RESTConfig() *rest.Config { return c.APIServer().RESTConfig() }
+
+// Start starts the apiserver (again, after Stop) on its port and waits for
+// /readyz.
+func (a *APIServer) Start(ctx context.Context) error {
+	a.mu.Lock()
+	if a.proc != nil {
+		a.mu.Unlock()
 		return errors.New("cluster: kube-apiserver already running")
 	}
-	d := c.cfg.Dir
+	d, port := a.c.cfg.Dir, strconv.Itoa(a.port)
 	args := append([]string{
-		"--etcd-servers=" + c.etcdURL,
+		"--etcd-servers=" + a.c.etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(c.apiPort),
-		"--cert-dir=" + filepath.Join(d, "apiserver-certs"),
+		"--secure-port=" + port,
+		"--cert-dir=" + filepath.Join(d, "apiserver-certs-"+port),
 		"--tls-cert-file=" + filepath.Join(d, "apiserver.crt"),
 		"--tls-private-key-file=" + filepath.Join(d, "apiserver.key"),
 		"--client-ca-file=" + filepath.Join(d, "ca.crt"),
@@ -161,22 +199,22 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		// The endpoint reconciler refuses a loopback advertise address.
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
-	}, c.cfg.APIServerArgs...)
-	p, err := startProcess("kube-apiserver", c.cfg.Binaries.APIServer, args, filepath.Join(d, "kube-apiserver.log"))
+	}, a.c.cfg.APIServerArgs...)
+	p, err := startProcess("kube-apiserver", a.c.cfg.Binaries.APIServer, args, filepath.Join(d, "kube-apiserver-"+port+".log"))
 	if err != nil {
-		c.mu.Unlock()
+		a.mu.Unlock()
 		return err
 	}
-	c.apiserver = p
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
+	a.proc = p
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, a.c.cfg.ReadyTimeout)
 	defer cancel()
 	return p.waitReady(ctx, func(ctx context.Context) bool {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Host()+"/readyz", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.Host()+"/readyz", nil)
 		if err != nil {
 			return false
 		}
-		resp, err := c.http.Do(req)
+		resp, err := a.c.http.Do(req)
 		if err != nil {
 			return false
 		}
@@ -185,36 +223,36 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	})
 }
 
-// StopAPIServer kills kube-apiserver without a graceful shutdown, as a crash
-// would; clients see their connections and watches break.
-func (c *Cluster) StopAPIServer() {
-	c.mu.Lock()
-	p := c.apiserver
-	c.apiserver = nil
-	c.mu.Unlock()
+// Stop kills the apiserver without a graceful shutdown, as a crash would;
+// its clients see their connections and watches break.
+func (a *APIServer) Stop() {
+	a.mu.Lock()
+	p := a.proc
+	a.proc = nil
+	a.mu.Unlock()
 	if p != nil {
 		p.kill()
 	}
 }
 
-// RestartAPIServer kills kube-apiserver and starts it again on the same port.
-func (c *Cluster) RestartAPIServer(ctx context.Context) error {
-	c.StopAPIServer()
-	return c.StartAPIServer(ctx)
+// Restart kills the apiserver and starts it again on the same port.
+func (a *APIServer) Restart(ctx context.Context) error {
+	a.Stop()
+	return a.Start(ctx)
 }
 
 // Host is the apiserver's URL.
-func (c *Cluster) Host() string { return "https://127.0.0.1:" + strconv.Itoa(c.apiPort) }
+func (a *APIServer) Host() string { return "https://127.0.0.1:" + strconv.Itoa(a.port) }
 
 // RESTConfig returns a new admin (system:masters) client configuration.
 // Rate limits are client-go's defaults; callers set QPS and Burst as needed.
-func (c *Cluster) RESTConfig() *rest.Config {
+func (a *APIServer) RESTConfig() *rest.Config {
 	return &rest.Config{
-		Host: c.Host(),
+		Host: a.Host(),
 		TLSClientConfig: rest.TLSClientConfig{
-			CAData:   c.pki.caCert,
-			CertData: c.pki.adminCert,
-			KeyData:  c.pki.adminKey,
+			CAData:   a.c.pki.caCert,
+			CertData: a.c.pki.adminCert,
+			KeyData:  a.c.pki.adminKey,
 		},
 	}
 }
@@ -249,11 +287,11 @@ func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
 // it. It is safe to call more than once.
 func (c *Cluster) Stop() {
 	c.mu.Lock()
-	api, etcd := c.apiserver, c.etcd
-	c.apiserver, c.etcd = nil, nil
+	apis, etcd := c.apiservers, c.etcd
+	c.etcd = nil
 	c.mu.Unlock()
-	if api != nil {
-		api.kill()
+	for _, a := range apis {
+		a.Stop()
 	}
 	if etcd != nil {
 		etcd.stop(5 * time.Second)
