@@ -77,11 +77,12 @@ func normalizeStatus(pod *v1.Pod, status *v1.PodStatus) {
 	if n := len(pod.Spec.Containers) + len(pod.Spec.InitContainers); n > 0 {
 		perContainer /= n
 	}
-	// Whole seconds in UTC, as an RFC 3339 round trip through the apiserver
-	// gives, without formatting and parsing.
+	// Whole seconds in local time: what an RFC 3339 round trip through the
+	// apiserver gives (metav1.Time decodes to local time), so that plain
+	// equality with the apiserver's status mostly holds.
 	norm := func(t *metav1.Time) {
 		if !t.IsZero() {
-			t.Time = time.Unix(t.Unix(), 0).UTC()
+			t.Time = time.Unix(t.Unix(), 0)
 		}
 	}
 	state := func(s *v1.ContainerState) {

@@ -2,6 +2,7 @@ package status
 
 import (
 	"encoding/json"
+	"reflect"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -26,7 +27,9 @@ func statusPatch(uid types.UID, api, status *v1.PodStatus) (patch []byte, change
 			fields[name] = v
 		}
 	}
-	eq := apiequality.Semantic.DeepEqual
+	// Plain equality is the cheap common case (see normalizeStatus); the
+	// semantic one catches equal times in other locations, nil and empty.
+	eq := func(a, b any) bool { return reflect.DeepEqual(a, b) || apiequality.Semantic.DeepEqual(a, b) }
 
 	if status.ObservedGeneration > 0 && status.ObservedGeneration != api.ObservedGeneration {
 		fields["observedGeneration"] = status.ObservedGeneration
