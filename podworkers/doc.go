@@ -1,0 +1,51 @@
+// Package podworkers owns the per-pod workers of a node agent: one goroutine
+// per pod UID that applies the latest update of its pod through a PodSyncer
+// and walks the pod through a one-way lifecycle, as the kubelet's pod
+// workers do.
+//
+// Where it sits: the sync loop (package syncloop) turns config updates, PLEG
+// events and resync ticks into UpdatePod calls; each worker waits until the
+// runtime.Cache holds status newer than its previous sync (GetNewerThan),
+// then calls the PodSyncer (the agent), which drives the runtime and the
+// status manager.
+//
+// The lifecycle:
+//
+//	syncing ──► terminating ──► terminated ──► finished ──(SyncKnownPods)──► forgotten
+//	SyncPod     SyncTerminatingPod  SyncTerminatedPod
+//
+// A pod moves to terminating on a deletion timestamp, a terminal phase
+// (Succeeded or Failed, or SyncPod returning true), a SyncPodKill, as an
+// orphaned runtime pod, or when SyncKnownPods no longer finds it desired. It
+// never goes back: a SyncPodCreate for a terminating UID marks a restart,
+// which happens only after SyncKnownPods has forgotten the finished UID. The
+// grace period is the pod's deletion grace period or the kill's override if
+// shorter, else the spec's; 0 becomes 1; it only shrinks, and shrinking
+// cancels the SyncTerminatingPod in flight so the shorter one takes over.
+//
+// Static pods of the same full name (name_namespace) never run at once: a
+// later one waits, in the order UpdatePod saw them, until the earlier one has
+// terminated; a waiting pod killed or forgotten meanwhile leaves the line.
+//
+// After each sync the pod is put in the WorkQueue: after ResyncInterval (plus
+// jitter) on success, BackOff on error, TransientBackOff on an error wrapping
+// ErrTransient, at once on a state change. The sync loop drains due pods
+// from the Queue on its sync tick and syncs them again.
+//
+// Usage:
+//
+//	queue := podworkers.NewQueue(clk)
+//	pw, err := podworkers.New(podworkers.Config{
+//		Syncer:    agent,        // implements PodSyncer
+//		Cache:     statusCache,  // the cache the PLEG writes
+//		WorkQueue: queue,        // shared with syncloop.Config.WorkQueue
+//		Clock:     clk,
+//	})
+//	if err != nil { ... }
+//	go pw.Run(ctx)
+//	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod})
+//	...
+//	known := pw.SyncKnownPods(desiredPods) // from housekeeping
+//
+// Package podworkerstest has a recording PodSyncer for tests.
+package podworkers
