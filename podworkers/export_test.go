@@ -122,7 +122,13 @@ func (p *PodWorkers) StaticPods() (map[string]types.UID, map[string][]types.UID)
 func (p *PodWorkers) OpenWorkers() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.podUpdates)
+	n := 0
+	for _, s := range p.statuses {
+		if s.updates != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Tracked returns how many pods have a status.

@@ -237,9 +237,10 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, _ := newInternal(t)
 			p.statuses[uid] = tc.status
-			p.podUpdates[uid] = make(chan struct{}, 1)
+			ch := make(chan struct{}, 1)
+			tc.status.updates = ch
 			if tc.status.working {
-				p.podUpdates[uid] <- struct{}{}
+				ch <- struct{}{}
 			}
 			if tc.started != nil {
 				p.startedStatic = tc.started
@@ -250,7 +251,7 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 				t.Fatalf("removed = %v (exists %v), want %v", removed, exists, tc.removed)
 			}
 			if tc.removed {
-				if _, ok := p.podUpdates[uid]; ok {
+				if _, open := <-ch; open {
 					t.Error("worker channel left open")
 				}
 				return
@@ -258,8 +259,8 @@ func TestRemoveTerminatedWorker(t *testing.T) {
 			if !reflect.DeepEqual(tc.status.pendingUpdate, tc.wantPending) {
 				t.Errorf("pending = %+v, want %+v", tc.status.pendingUpdate, tc.wantPending)
 			}
-			if tc.wantPending != nil && (!tc.status.working || len(p.podUpdates[uid]) != 1) {
-				t.Errorf("worker not notified: working %v, signals %d", tc.status.working, len(p.podUpdates[uid]))
+			if tc.wantPending != nil && (!tc.status.working || len(ch) != 1) {
+				t.Errorf("worker not notified: working %v, signals %d", tc.status.working, len(ch))
 			}
 			if got := tc.status.IsTerminationRequested(); got != tc.wantTerminate {
 				t.Errorf("termination requested = %v, want %v", got, tc.wantTerminate)

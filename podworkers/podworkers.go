@@ -76,7 +76,6 @@ type PodWorkers struct {
 	// podsSynced is true once SyncKnownPods ran: from then on a pod the
 	// workers do not know is known not to run.
 	podsSynced bool
-	podUpdates map[types.UID]chan struct{}
 	statuses   map[types.UID]*podSyncStatus
 	// startedStatic holds the one started static pod per full name;
 	// waitingStatic those waiting to start, in UpdatePod order.
@@ -126,7 +125,6 @@ func New(c Config) (*PodWorkers, error) {
 		transientBackOff: c.TransientBackOff,
 		clock:            c.Clock,
 		log:              c.Log,
-		podUpdates:       make(map[types.UID]chan struct{}),
 		statuses:         make(map[types.UID]*podSyncStatus),
 		startedStatic:    make(map[string]types.UID),
 		waitingStatic:    make(map[string][]types.UID),
@@ -148,8 +146,10 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 	root, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.root = root
-	for uid, ch := range p.podUpdates {
-		p.spawn(uid, ch)
+	for uid, st := range p.statuses {
+		if st.updates != nil {
+			p.spawn(uid, st.updates)
+		}
 	}
 	p.mu.Unlock()
 
@@ -305,10 +305,10 @@ func (p *PodWorkers) UpdatePod(options UpdatePodOptions) error {
 		options.KillPodOptions = nil
 	}
 
-	ch, exists := p.podUpdates[uid]
-	if !exists {
+	ch := status.updates
+	if ch == nil {
 		ch = make(chan struct{}, 1)
-		p.podUpdates[uid] = ch
+		status.updates = ch
 		if pod != nil && podutil.IsStaticPod(pod) {
 			// static pods of one full name start in the order seen here
 			p.waitingStatic[status.fullname] = append(p.waitingStatic[status.fullname], uid)
@@ -455,7 +455,7 @@ func (p *PodWorkers) startPodSync(uid types.UID) (ctx context.Context, w work, c
 	w.options = *status.pendingUpdate
 	status.pendingUpdate = nil
 	select {
-	case <-p.podUpdates[uid]: // drain: the signal is consumed with the update
+	case <-status.updates: // drain: the signal is consumed with the update
 	default:
 	}
 
@@ -653,11 +653,11 @@ func (p *PodWorkers) completeTerminating(uid types.UID) {
 func (p *PodWorkers) completeTerminatingRuntimePod(uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cleanupPodUpdates(uid)
 	status, ok := p.statuses[uid]
 	if !ok {
 		return
 	}
+	p.cleanupPodUpdates(status)
 	status.terminatedAt = p.clock.Now()
 	status.finished = true
 	status.closeKills()
@@ -672,11 +672,11 @@ func (p *PodWorkers) completeTerminatingRuntimePod(uid types.UID) {
 func (p *PodWorkers) completeTerminated(uid types.UID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cleanupPodUpdates(uid)
 	status, ok := p.statuses[uid]
 	if !ok {
 		return
 	}
+	p.cleanupPodUpdates(status)
 	status.finished = true
 	status.closeKills()
 	status.release()
@@ -687,7 +687,7 @@ func (p *PodWorkers) completeTerminated(uid types.UID) {
 // cleanupUnstartedPod finishes a pod that was stopped before it ever
 // started. p.mu must be held.
 func (p *PodWorkers) cleanupUnstartedPod(uid types.UID, status *podSyncStatus) {
-	p.cleanupPodUpdates(uid)
+	p.cleanupPodUpdates(status)
 	status.finished = true
 	status.terminatedAt = p.clock.Now()
 	status.closeKills()
@@ -717,7 +717,7 @@ func (p *PodWorkers) completeWork(uid types.UID, transition bool, err error) {
 	}
 	if status.pendingUpdate != nil {
 		select {
-		case p.podUpdates[uid] <- struct{}{}:
+		case status.updates <- struct{}{}:
 		default:
 		}
 		return
@@ -736,17 +736,17 @@ func (p *PodWorkers) requeueLastPodUpdate(uid types.UID, status *podSyncStatus) 
 	status.pendingUpdate = &copied
 	status.working = true
 	select {
-	case p.podUpdates[uid] <- struct{}{}:
+	case status.updates <- struct{}{}:
 	default:
 	}
 }
 
 // cleanupPodUpdates closes the worker's channel so it exits. p.mu must be
 // held.
-func (p *PodWorkers) cleanupPodUpdates(uid types.UID) {
-	if ch, ok := p.podUpdates[uid]; ok {
-		close(ch)
-		delete(p.podUpdates, uid)
+func (p *PodWorkers) cleanupPodUpdates(status *podSyncStatus) {
+	if status.updates != nil {
+		close(status.updates)
+		status.updates = nil
 	}
 }
 
@@ -835,8 +835,8 @@ func (p *PodWorkers) removeTerminatedWorker(uid types.UID, status *podSyncStatus
 	}
 	status.closeKills()
 	status.release()
+	p.cleanupPodUpdates(status)
 	delete(p.statuses, uid)
-	p.cleanupPodUpdates(uid)
 	p.releaseStatic(uid, status)
 	p.idle.Broadcast()
 	return true

@@ -14,6 +14,9 @@ type podSyncStatus struct {
 	cancel context.CancelFunc
 
 	fullname string
+	// updates signals the pod's worker that pendingUpdate is set; closed
+	// (and nil) once the worker must exit.
+	updates chan struct{}
 	// working is true while an update is pending or being synced.
 	working bool
 	// pendingUpdate is the latest update not yet taken by the worker.
