@@ -567,6 +567,20 @@ func TestMirrorPodOfAFinishedStaticPodIsNotCreated(t *testing.T) {
 	m.TerminatePod(pod)
 	m.Sync(context.Background())
 	assert.Equal(t, []string{"get"}, verbs(f))
+	f.ClearActions()
+	m.Sync(context.Background())
+	assert.Empty(t, verbs(f), "not asked again until the next change")
+}
+
+func TestNoMirrorPodWithoutNodeName(t *testing.T) {
+	pod := staticPod("etcd", "h1")
+	f := statustest.New()
+	m, _ := newManager(t, f, func(c *status.Config) { c.NodeName = "" })
+	m.SetPodStatus(pod, runningStatus("cri://a"))
+	m.Sync(context.Background())
+	assert.Equal(t, []string{"get"}, verbs(f))
+	_, ok := m.GetPodStatus(pod.UID)
+	assert.True(t, ok, "the static pod's status is still served")
 }
 
 func TestStaticPodNameTakenByARegularPod(t *testing.T) {

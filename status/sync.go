@@ -115,8 +115,13 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 			m.log.V(3).Info("Pod does not exist on the server", "pod", podRef(pod), "podUID", uid)
 			return nil
 		}
-		if api, err = m.createMirror(ctx, client, vs); api == nil || err != nil {
+		if api, err = m.createMirror(ctx, client, vs); err != nil {
 			return err
+		}
+		if api == nil {
+			// No mirror is wanted: nothing to send until the next change.
+			m.apiVersions[uid] = vs.version
+			return nil
 		}
 	case err != nil:
 		return err
