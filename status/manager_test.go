@@ -757,3 +757,33 @@ func TestPanicInAnInjectedDependencyDoesNotEscape(t *testing.T) {
 	assert.Equal(t, 2, f.Count(statustest.VerbGet), "every pod is tried")
 	assert.Equal(t, 0, f.Count(statustest.VerbPatch))
 }
+
+func TestStatusesAreCopiedInAndOut(t *testing.T) {
+	m, _ := newManager(t, nil, nil)
+	pod := testPod("p", "uid1")
+	st := runningStatus("cri://a")
+	m.SetPodStatus(pod, st)
+	st.ContainerStatuses[0].Name = "changed by the caller"
+	got, _ := m.GetPodStatus(pod.UID)
+	got.ContainerStatuses[0].Image = "changed by the reader"
+	again, _ := m.GetPodStatus(pod.UID)
+	assert.Equal(t, "c1", again.ContainerStatuses[0].Name)
+	assert.Equal(t, "img", again.ContainerStatuses[0].Image)
+}
+
+func TestPodBeingDeletedIsSyncedWithoutChange(t *testing.T) {
+	ctx := context.Background()
+	pod := testPod("p", "uid1")
+	f := statustest.New(pod)
+	m, _ := newManager(t, f, nil)
+	m.SetPodStatus(pod, runningStatus("cri://a"))
+	m.Sync(ctx)
+	f.ClearActions()
+
+	deleting := pod.DeepCopy()
+	ts := metav1.NewTime(t0)
+	deleting.DeletionTimestamp = &ts
+	m.SetPodStatus(deleting, runningStatus("cri://a"))
+	m.Sync(ctx)
+	assert.Equal(t, []string{"get"}, verbs(f), "the same status is synced again (and found current)")
+}
