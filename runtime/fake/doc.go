@@ -1,5 +1,5 @@
-// Package fake is an in-memory runtime.Runtime (with runtime.GarbageCollector
-// and runtime.ImageService) for tests of everything above the runtime: the
+// Package fake is an in-memory runtime.Runtime (with runtime.GarbageCollector,
+// runtime.ImageService and runtime.ContainerEventer) for tests of everything above the runtime: the
 // PLEG relists it, pod workers and the agent sync pods on it, and users test
 // their own assemblies with it.
 //
@@ -50,5 +50,6 @@
 //   - Injected faults draw from one seeded source in call order: they repeat
 //     exactly for the same seed and the same sequence of calls, which
 //     concurrent callers do not guarantee.
-//   - There is no container event stream (runtime.ContainerEventer).
+//   - The container event stream (WatchContainerEvents) reports a
+//     programmed exit when a call first observes it, not when it happens.
 package fake

@@ -47,6 +47,9 @@ type Config struct {
 	// MaxRecordedCalls bounds the list Calls returns (the oldest calls are
 	// dropped); counters are kept regardless. Default: 10000.
 	MaxRecordedCalls int
+	// EventBuffer is how many container events a WatchContainerEvents
+	// stream holds before it breaks. Default: 1000.
+	EventBuffer int
 }
 
 // Behavior programs how containers behave. It applies to every container
@@ -115,6 +118,7 @@ const (
 	mPullImage
 	mListImages
 	mRemoveImage
+	mWatchContainerEvents
 	// Steps inside SyncPod and KillPod, so faults can hit one step.
 	mCreatePodSandbox
 	mStartContainer
@@ -144,6 +148,8 @@ func (m method) String() string {
 		return "ListImages"
 	case mRemoveImage:
 		return "RemoveImage"
+	case mWatchContainerEvents:
+		return "WatchContainerEvents"
 	case mCreatePodSandbox:
 		return "CreatePodSandbox"
 	case mStartContainer:
@@ -171,6 +177,7 @@ type Runtime struct {
 	typ         string
 	version     string
 	maxCalls    int
+	eventBuffer int
 	pullBackoff *runtime.Backoff
 
 	mu         sync.Mutex
@@ -188,6 +195,7 @@ type Runtime struct {
 	order      []*podState // creation order, for GetPods
 	seq        uint64
 	status     runtime.RuntimeStatus
+	watchers   []*watcher
 }
 
 var (
@@ -225,12 +233,16 @@ func New(c Config) (*Runtime, error) {
 	if c.MaxRecordedCalls <= 0 {
 		c.MaxRecordedCalls = 10000
 	}
+	if c.EventBuffer <= 0 {
+		c.EventBuffer = 1000
+	}
 	r := &Runtime{
 		clock:       c.Clock,
 		log:         c.Log,
 		typ:         c.RuntimeType,
 		version:     c.Version,
 		maxCalls:    c.MaxRecordedCalls,
+		eventBuffer: c.EventBuffer,
 		pullBackoff: runtime.NewBackoff(c.ImagePullBackoffInitial, c.ImagePullBackoffMax, 0, c.Clock),
 		rng:         rand.New(rand.NewPCG(c.Seed, c.Seed^0x9e3779b97f4a7c15)),
 		byImage:     map[string]Behavior{},
@@ -256,7 +268,7 @@ func New(c Config) (*Runtime, error) {
 // SetFailureRate makes calls of the named method fail with probability p,
 // with an error wrapping ErrInjected. Methods: Version, Status, GetPods,
 // GetPodStatus, SyncPod, KillPod, GarbageCollect, PullImage, ListImages,
-// RemoveImage, and the steps CreatePodSandbox, StartContainer (also image
+// RemoveImage, WatchContainerEvents, and the steps CreatePodSandbox, StartContainer (also image
 // pulls inside SyncPod count as PullImage) and StopContainer, whose injected
 // failures show as failed steps of SyncPod and KillPod.
 func (r *Runtime) SetFailureRate(name string, p float64) error {

@@ -225,13 +225,15 @@ func TestGetPodStatusReturnsACopy(t *testing.T) {
 	pod := newPod("web", v1.RestartPolicyAlways, ctr("app"))
 	rt.AddRunningPod(pod)
 	st := status(t, rt, pod)
+	ip := st.IPs[0]
 	st.ContainerStatuses[0].State = runtime.ContainerStateExited
 	st.IPs[0] = "1.2.3.4"
-	st.SandboxStatuses[0].IPs[0] = "1.2.3.4"
+	assert.Equal(t, ip, st.SandboxStatuses[0].IPs[0], "the pod IPs do not alias the sandbox IPs")
+	st.SandboxStatuses[0].IPs[0] = "5.6.7.8"
 	again := status(t, rt, pod)
 	assert.Equal(t, runtime.ContainerStateRunning, again.ContainerStatuses[0].State)
-	assert.NotEqual(t, "1.2.3.4", again.IPs[0])
-	assert.NotEqual(t, "1.2.3.4", again.SandboxStatuses[0].IPs[0])
+	assert.Equal(t, ip, again.IPs[0])
+	assert.Equal(t, ip, again.SandboxStatuses[0].IPs[0])
 }
 
 func TestGarbageCollect(t *testing.T) {

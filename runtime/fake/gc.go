@@ -39,7 +39,7 @@ func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, a
 		if p.removed {
 			continue
 		}
-		p.settle(now)
+		r.settle(p, now)
 		if allSourcesReady && p.killed && !slices.ContainsFunc(p.containers, (*container).running) &&
 			!slices.ContainsFunc(p.sandboxes, func(s *sandbox) bool { return s.state == runtime.SandboxStateReady }) {
 			r.removePod(p)
@@ -61,13 +61,19 @@ func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, a
 			survivors = append(survivors, dead{p, c})
 		}
 		if len(remove) > 0 {
-			p.containers = slices.DeleteFunc(p.containers, func(c *container) bool { return remove[c] })
+			p.containers = slices.DeleteFunc(p.containers, func(c *container) bool {
+				if remove[c] {
+					r.emit(p, c, runtime.ContainerDeletedEvent)
+				}
+				return remove[c]
+			})
 		}
 	}
 	if policy.MaxContainers >= 0 && len(survivors) > policy.MaxContainers {
 		sort.SliceStable(survivors, func(i, j int) bool { return survivors[i].c.createdAt.Before(survivors[j].c.createdAt) })
 		for _, d := range survivors[:len(survivors)-policy.MaxContainers] {
 			d.p.containers = slices.DeleteFunc(d.p.containers, func(c *container) bool { return c == d.c })
+			r.emit(d.p, d.c, runtime.ContainerDeletedEvent)
 		}
 	}
 	for _, p := range slices.Clone(r.order) {
@@ -149,7 +155,7 @@ func (r *Runtime) ExitContainer(uid types.UID, name string, code int, reason str
 	if c == nil {
 		return fmt.Errorf("fake: no running container %q in pod %s: %w", name, uid, runtime.ErrNotFound)
 	}
-	c.exit(r.clock.Now(), code, reason)
+	r.stop(r.pods[uid], c, r.clock.Now(), code, reason)
 	return nil
 }
 
@@ -172,7 +178,7 @@ func (r *Runtime) runningContainer(uid types.UID, name string) *container {
 	if !ok {
 		return nil
 	}
-	p.settle(r.clock.Now())
+	r.settle(p, r.clock.Now())
 	if c := p.newest(name); c != nil && c.state == runtime.ContainerStateRunning {
 		return c
 	}
@@ -194,11 +200,11 @@ func (r *Runtime) StopSandbox(uid types.UID) error {
 		return fmt.Errorf("fake: pod %s has no ready sandbox: %w", uid, runtime.ErrNotFound)
 	}
 	now := r.clock.Now()
-	p.settle(now)
+	r.settle(p, now)
 	s.state = runtime.SandboxStateNotReady
 	for _, c := range p.containers {
 		if c.sandboxID == s.id && c.running() {
-			c.exit(now, 137, "Error")
+			r.stop(p, c, now, 137, "Error")
 		}
 	}
 	return nil

@@ -70,11 +70,14 @@ type container struct {
 	termExitCode int
 }
 
-// settle applies a programmed exit that is due at now.
-func (c *container) settle(now time.Time) {
+// settle applies a programmed exit that is due at now and reports whether
+// it did.
+func (c *container) settle(now time.Time) bool {
 	if c.state == runtime.ContainerStateRunning && !c.exitAt.IsZero() && !now.Before(c.exitAt) {
 		c.exit(c.exitAt, c.exitWith, "")
+		return true
 	}
+	return false
 }
 
 // exit moves the container to exited; an empty reason is derived from code.
@@ -93,10 +96,20 @@ func (c *container) running() bool {
 	return c.state == runtime.ContainerStateRunning || c.state == runtime.ContainerStateUnknown
 }
 
-func (p *podState) settle(now time.Time) {
+// settle applies the due exits of p's containers and reports them to
+// watchers; r.mu must be held.
+func (r *Runtime) settle(p *podState, now time.Time) {
 	for _, c := range p.containers {
-		c.settle(now)
+		if c.settle(now) {
+			r.emit(p, c, runtime.ContainerStoppedEvent)
+		}
 	}
+}
+
+// stop moves c to exited and reports it; r.mu must be held.
+func (r *Runtime) stop(p *podState, c *container, at time.Time, code int, reason string) {
+	c.exit(at, code, reason)
+	r.emit(p, c, runtime.ContainerStoppedEvent)
 }
 
 func (p *podState) newestSandbox() *sandbox {
@@ -158,6 +171,9 @@ func (r *Runtime) pod(uid types.UID, name, namespace string) *podState {
 func (r *Runtime) removePod(p *podState) {
 	delete(r.pods, p.uid)
 	p.removed = true
+	for _, c := range p.containers {
+		r.emit(p, c, runtime.ContainerDeletedEvent)
+	}
 	// Compact the order once a quarter of it is dead, so removal stays O(1)
 	// amortized.
 	if dead := len(r.order) - len(r.pods); dead > 16 && dead*4 > len(r.order) {
@@ -189,7 +205,7 @@ func (r *Runtime) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 		if p.removed {
 			continue
 		}
-		p.settle(now)
+		r.settle(p, now)
 		n := 0
 		for _, c := range p.containers {
 			if listedContainer(c, all) {
@@ -281,13 +297,24 @@ func (r *Runtime) podStatus(uid types.UID, name, namespace string) *runtime.PodS
 	if !ok {
 		return st
 	}
-	p.settle(now)
+	r.settle(p, now)
+	r.snapshot(p, st)
+	return st
+}
+
+// snapshot fills st from p as it is; r.mu must be held.
+func (r *Runtime) snapshot(p *podState, st *runtime.PodStatus) {
 	if p.name != "" {
 		st.Name, st.Namespace = p.name, p.namespace
 	}
 
+	// One backing array for every IP: the sandboxes' and, not aliasing
+	// them, the pod's.
 	nIPs := 0
 	for _, s := range p.sandboxes {
+		nIPs += len(s.ips)
+	}
+	if s := p.newestSandbox(); s != nil && s.state == runtime.SandboxStateReady {
 		nIPs += len(s.ips)
 	}
 	ips := make([]string, 0, nIPs)
@@ -306,7 +333,9 @@ func (r *Runtime) podStatus(uid types.UID, name, namespace string) *runtime.PodS
 			st.SandboxStatuses[j] = &sbs[j]
 		}
 		if newest := st.SandboxStatuses[0]; newest.State == runtime.SandboxStateReady && len(newest.IPs) > 0 {
-			st.IPs = newest.IPs
+			start := len(ips)
+			ips = append(ips, newest.IPs...)
+			st.IPs = ips[start:len(ips):len(ips)]
 		}
 	}
 
@@ -325,7 +354,6 @@ func (r *Runtime) podStatus(uid types.UID, name, namespace string) *runtime.PodS
 			st.ContainerStatuses[j] = &css[j]
 		}
 	}
-	return st
 }
 
 // imageID derives a stable image ID from a reference.

@@ -89,7 +89,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 			if c == nil {
 				continue // gone already
 			}
-			if err := r.stopContainers(ctx, p.uid, []*container{c}, grace)[0]; err != nil {
+			if err := r.stopContainers(ctx, p, []*container{c}, grace)[0]; err != nil {
 				step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillContainer, err), k.Message)
 				return result
 			}
@@ -192,21 +192,23 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 		ctr.restarts = prev.restarts + 1
 	}
 	p.containers = append(p.containers, ctr)
+	r.emit(p, ctr, runtime.ContainerCreatedEvent)
 
 	if b.StartError != nil {
 		// Created but the start failed: containerd reports it exited.
 		ctr.startedAt = time.Time{}
-		ctr.exit(now, 128, "StartError")
 		ctr.message = b.StartError.Error()
+		r.stop(p, ctr, now, 128, "StartError")
 		err := b.StartError
 		if runtime.Reason(err) == "" {
 			err = fmt.Errorf("%w: %w", runtime.ErrRunContainer, err)
 		}
 		return fail(err, b.StartError.Error())
 	}
+	r.emit(p, ctr, runtime.ContainerStartedEvent)
 	if b.Exit {
 		ctr.exitAt, ctr.exitWith = now.Add(b.ExitAfter), b.ExitCode
-		ctr.settle(now)
+		r.settle(p, now)
 	}
 	r.log.V(3).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "id", ctr.id.String())
 	return nil
@@ -326,7 +328,11 @@ func (r *Runtime) purgeInitContainers(p *podState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p.containers = slices.DeleteFunc(p.containers, func(c *container) bool {
-		return (c.kind == kindInit || c.kind == kindSidecar) && !c.running()
+		purge := (c.kind == kindInit || c.kind == kindSidecar) && !c.running()
+		if purge {
+			r.emit(p, c, runtime.ContainerDeletedEvent)
+		}
+		return purge
 	})
 }
 
@@ -389,7 +395,7 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, p *podState, ctrs []
 	}
 	r.mu.Unlock()
 
-	errs := r.stopContainers(ctx, p.uid, ordered, grace)
+	errs := r.stopContainers(ctx, p, ordered, grace)
 	for i, err := range errs {
 		step := result.NewStep(runtime.KillContainer, names[i])
 		if err != nil {
@@ -411,9 +417,9 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, p *podState, ctrs []
 		s.state = runtime.SandboxStateNotReady
 		for _, c := range p.containers {
 			if c.sandboxID == s.id && c.running() {
-				c.settle(now)
+				r.settle(p, now)
 				if c.running() {
-					c.exit(now, 137, "Error")
+					r.stop(p, c, now, 137, "Error")
 				}
 			}
 		}
@@ -424,7 +430,8 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, p *podState, ctrs []
 // stopContainers sends TERM to each container and stops it, then waits the
 // grace period on the clock if any container ignores TERM and kills those.
 // It returns one error per container.
-func (r *Runtime) stopContainers(ctx context.Context, uid types.UID, ctrs []*container, grace int64) []error {
+func (r *Runtime) stopContainers(ctx context.Context, p *podState, ctrs []*container, grace int64) []error {
+	uid := p.uid
 	errs := make([]error, len(ctrs))
 	type stubborn struct {
 		c    *container
@@ -439,14 +446,16 @@ func (r *Runtime) stopContainers(ctx context.Context, uid types.UID, ctrs []*con
 		}
 		r.mu.Lock()
 		now := r.clock.Now()
-		c.settle(now)
+		if c.settle(now) {
+			r.emit(p, c, runtime.ContainerStoppedEvent)
+		}
 		if c.running() {
 			r.kills = append(r.kills, Kill{PodUID: uid, Name: c.name, ID: c.id, GracePeriod: grace, Time: now})
 			if c.ignoreTERM && c.state == runtime.ContainerStateRunning {
 				waiting = append(waiting, stubborn{c, len(r.kills) - 1})
 				waitingIdx = append(waitingIdx, i)
 			} else {
-				c.exit(now, c.termExitCode, "")
+				r.stop(p, c, now, c.termExitCode, "")
 			}
 		}
 		r.mu.Unlock()
@@ -464,11 +473,13 @@ func (r *Runtime) stopContainers(ctx context.Context, uid types.UID, ctrs []*con
 	defer r.mu.Unlock()
 	now := r.clock.Now()
 	for _, w := range waiting {
-		w.c.settle(now)
+		if w.c.settle(now) {
+			r.emit(p, w.c, runtime.ContainerStoppedEvent)
+		}
 		if !w.c.running() {
 			continue // exited on its own meanwhile
 		}
-		w.c.exit(now, 137, "Error")
+		r.stop(p, w.c, now, 137, "Error")
 		if w.kill < len(r.kills) && r.kills[w.kill].ID == w.c.id {
 			r.kills[w.kill].Forced = true
 		}
