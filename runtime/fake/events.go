@@ -9,6 +9,7 @@ import (
 // watcher is one WatchContainerEvents stream.
 type watcher struct {
 	ch     chan runtime.ContainerEvent
+	done   chan struct{} // closed with ch, ends the ctx goroutine
 	closed bool
 }
 
@@ -24,12 +25,16 @@ func (r *Runtime) WatchContainerEvents(ctx context.Context) (<-chan runtime.Cont
 	if err := r.enter(ctx, mWatchContainerEvents, ""); err != nil {
 		return nil, err
 	}
-	w := &watcher{ch: make(chan runtime.ContainerEvent, r.eventBuffer)}
+	w := &watcher{ch: make(chan runtime.ContainerEvent, r.eventBuffer), done: make(chan struct{})}
 	r.mu.Lock()
 	r.watchers = append(r.watchers, w)
 	r.mu.Unlock()
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-w.done:
+			return
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.dropWatcher(w)
@@ -54,6 +59,7 @@ func (r *Runtime) dropWatcher(w *watcher) {
 	}
 	w.closed = true
 	close(w.ch)
+	close(w.done)
 	for i, x := range r.watchers {
 		if x == w {
 			r.watchers = append(r.watchers[:i], r.watchers[i+1:]...)
