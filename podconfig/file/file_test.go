@@ -275,51 +275,59 @@ func TestPathAppearingLaterIsPickedUp(t *testing.T) {
 	assert.Contains(t, h.next(), "late-random-test-hostname")
 }
 
-// flakyWatcher fails to start a given number of times, then delegates.
+// flakyWatcher fails to start a given number of times, then delegates; it
+// records the fake time of each attempt.
 type flakyWatcher struct {
+	clock    *clocktesting.FakeClock
 	mu       sync.Mutex
 	failures int
-	calls    int
+	at       []time.Time
 }
 
 func (f *flakyWatcher) new() (watcher, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls++
-	if f.calls <= f.failures {
+	f.at = append(f.at, f.clock.Now())
+	if len(f.at) <= f.failures {
 		return nil, errors.New("too many open files")
 	}
 	return newFSWatcher()
 }
 
-func (f *flakyWatcher) count() int {
+func (f *flakyWatcher) attempts() []time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.calls
+	return append([]time.Time(nil), f.at...)
 }
 
 func TestWatcherErrorsRetryWithBackoff(t *testing.T) {
 	dir := t.TempDir()
 	fw := &flakyWatcher{failures: 2}
-	h := newHarness(t, dir, func(s *Source) { s.newWatcher = fw.new })
+	h := newHarness(t, dir, func(s *Source) { fw.clock = h0clock(s); s.newWatcher = fw.new })
 	h.start()
 	assert.Empty(t, h.next())
-	assert.Equal(t, 1, fw.count())
 
-	// First retry after 1s, the second after 2s more.
-	require.Eventually(t, func() bool { return h.clock.HasWaiters() }, waitTimeout, time.Millisecond)
-	h.clock.Step(time.Second)
-	require.Eventually(t, func() bool { return fw.count() == 2 }, waitTimeout, time.Millisecond)
-	h.clock.Step(time.Second)
-	h.nothingPending()
-	assert.Equal(t, 2, fw.count(), "back-off doubled")
-	h.clock.Step(time.Second)
-	require.Eventually(t, func() bool { return fw.count() == 3 }, waitTimeout, time.Millisecond)
+	// Step the clock a second at a time until the third attempt succeeds.
+	require.Eventually(t, func() bool {
+		h.clock.Step(time.Second)
+		return len(fw.attempts()) >= 3
+	}, waitTimeout, time.Millisecond)
+	at := fw.attempts()
+	assert.GreaterOrEqual(t, at[1].Sub(at[0]), time.Second, "first retry after 1s")
+	assert.GreaterOrEqual(t, at[2].Sub(at[1]), 2*time.Second, "back-off doubled")
 
-	// The watch now works: a new file is seen without a re-read.
+	// The watch now works: a new file is seen. Drain re-reads triggered by
+	// the stepping until the pod shows up.
 	writeAtomic(t, filepath.Join(dir, "p.yaml"), manifest("watched", "i"))
-	assert.Contains(t, h.next(), "watched-random-test-hostname")
+	for {
+		if _, ok := h.next()["watched-random-test-hostname"]; ok {
+			break
+		}
+	}
 }
+
+// h0clock returns the fake clock a harness gave the source.
+func h0clock(s *Source) *clocktesting.FakeClock { return s.c.Clock.(*clocktesting.FakeClock) }
 
 func TestWatchErrorRestartsWatch(t *testing.T) {
 	dir := t.TempDir()
