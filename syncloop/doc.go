@@ -1,0 +1,42 @@
+// Package syncloop owns the main loop of a node agent, the kubelet's
+// syncLoop: one goroutine that waits for the next thing to do and hands it
+// to a Handler.
+//
+// Where it sits: podconfig's updates and the PLEG's events come in; the
+// Handler (the agent) turns them into podworkers.UpdatePod calls and
+// housekeeping. Each iteration takes one of:
+//
+//   - a config update: ADD → HandlePodAdditions; UPDATE and DELETE →
+//     HandlePodUpdates; REMOVE → HandlePodRemoves; RECONCILE →
+//     HandlePodReconcile (SET, podconfig's snapshot mode, is not supported);
+//     the update's source is recorded in SourcesReady. A closed update
+//     channel ends the loop;
+//   - a PLEG event: any but ContainerRemoved syncs the pod if the agent
+//     knows it; ContainerDied also asks a Handler that is a ContainerCleaner
+//     to remove the pod's dead containers;
+//   - a sync tick (SyncPeriod, 1s): the pods due in the WorkQueue (put there
+//     by the pod workers after each sync, so every pod is resynced about
+//     every podworkers.Config.ResyncInterval, the kubelet's syncFrequency)
+//     go to HandlePodSyncs;
+//   - a housekeeping tick (HousekeepingPeriod, 2s): HandlePodCleanups, but
+//     only once all sources are ready, with a warning if it takes over 1s.
+//
+// Before each iteration the loop asks RuntimeErrors; while the runtime is
+// not usable it dispatches nothing and waits 100ms, doubling up to 5s, and
+// starts over at 100ms once it is.
+//
+// RunOnce is the run-once mode: run the static pods of the first update
+// until each is running, report per pod, and return.
+//
+// Usage:
+//
+//	loop, err := syncloop.New(syncloop.Config{
+//		Pods:          podManager,            // GetPodByUID
+//		PLEG:          genericPLEG.Watch(),
+//		WorkQueue:     queue,                 // the podworkers.Queue the workers fill
+//		SourcesReady:  podconfig.NewSourcesReady(cfg.SeenAllSources),
+//		RuntimeErrors: agent.RuntimeErrors,
+//	})
+//	if err != nil { ... }
+//	err = loop.Run(ctx, cfg.Updates(), agent) // agent implements Handler
+package syncloop
