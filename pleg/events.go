@@ -28,30 +28,72 @@ func stateOf(s runtime.ContainerState) plegState {
 	}
 }
 
-// samePod reports whether two listings of a pod have the same containers and
-// sandboxes in the same order and states, the common case of a relist; it
-// lets a steady relist skip the event computation. A nil pod has none.
-func samePod(a, b *runtime.Pod) bool {
-	var ac, as, bc, bs []*runtime.Container
-	if a != nil {
-		ac, as = a.Containers, a.Sandboxes
-	}
-	if b != nil {
-		bc, bs = b.Containers, b.Sandboxes
-	}
-	return sameContainers(ac, bc) && sameContainers(as, bs)
+// podRecord is what the PLEG remembers of one pod between relists.
+type podRecord struct {
+	// old holds the IDs and states of the pod's containers, then its
+	// sandboxes, as of the last relist that acted on the pod; nContainers
+	// splits the two. It is a copy, so that the PLEG keeps neither the
+	// runtime's objects (which may share memory with a whole listing) nor
+	// their fields it does not need.
+	old         []ctrState
+	nContainers int
+	// known is false until the pod was acted on once.
+	known bool
+	// seen is the generation of the last relist that listed the pod.
+	seen uint64
 }
 
-func sameContainers(a, b []*runtime.Container) bool {
-	if len(a) != len(b) {
+type ctrState struct {
+	id    runtime.ContainerID
+	state plegState
+}
+
+// remember records pod as the listing last acted on, in dst's storage if
+// it has room.
+func (r *podRecord) remember(pod *runtime.Pod, dst []ctrState) {
+	dst = dst[:0]
+	for _, c := range pod.Containers {
+		dst = append(dst, ctrState{c.ID, stateOf(c.State)})
+	}
+	for _, c := range pod.Sandboxes {
+		dst = append(dst, ctrState{c.ID, stateOf(c.State)})
+	}
+	r.old, r.nContainers, r.known = dst, len(pod.Containers), true
+}
+
+// same reports whether pod lists the same containers and sandboxes in the
+// same order and (PLEG) states as last time, the common case of a relist; it lets a
+// steady relist skip the event computation. A nil pod has none.
+func (r *podRecord) same(pod *runtime.Pod) bool {
+	var cs, ss []*runtime.Container
+	if pod != nil {
+		cs, ss = pod.Containers, pod.Sandboxes
+	}
+	if len(cs) != r.nContainers || len(cs)+len(ss) != len(r.old) {
 		return false
 	}
-	for i := range a {
-		if a[i].ID != b[i].ID || a[i].State != b[i].State {
+	for i, c := range cs {
+		if o := r.old[i]; o.id != c.ID || o.state != stateOf(c.State) {
+			return false
+		}
+	}
+	for i, c := range ss {
+		if o := r.old[r.nContainers+i]; o.id != c.ID || o.state != stateOf(c.State) {
 			return false
 		}
 	}
 	return true
+}
+
+// findOld returns the state of container id in the record, containers before
+// sandboxes.
+func (r *podRecord) findOld(id runtime.ContainerID) plegState {
+	for _, o := range r.old {
+		if o.id == id {
+			return o.state
+		}
+	}
+	return nonExistent
 }
 
 // find returns the state of container id in pod, containers before
@@ -94,30 +136,37 @@ func seenBefore(pod *runtime.Pod, list, i int, id runtime.ContainerID) bool {
 	return false
 }
 
-// appendEvents appends to buf the events that take pod pid from old to cur,
-// over the union of their containers and sandboxes. Either may be nil.
-func appendEvents(buf []PodLifecycleEvent, pid types.UID, old, cur *runtime.Pod) []PodLifecycleEvent {
+// appendEvents appends to buf the events that take pod pid from the record's
+// listing to cur, over the union of their containers and sandboxes. cur is
+// nil for a pod that is no longer listed.
+func appendEvents(buf []PodLifecycleEvent, pid types.UID, old *podRecord, cur *runtime.Pod) []PodLifecycleEvent {
 	if cur != nil {
 		for list, cs := range [2][]*runtime.Container{cur.Containers, cur.Sandboxes} {
 			for i, c := range cs {
 				if seenBefore(cur, list, i, c.ID) {
 					continue
 				}
-				buf = appendTransition(buf, pid, c.ID, find(old, c.ID), stateOf(c.State))
+				buf = appendTransition(buf, pid, c.ID, old.findOld(c.ID), stateOf(c.State))
 			}
 		}
 	}
-	if old != nil {
-		for list, cs := range [2][]*runtime.Container{old.Containers, old.Sandboxes} {
-			for i, c := range cs {
-				if find(cur, c.ID) != nonExistent || seenBefore(old, list, i, c.ID) {
-					continue
-				}
-				buf = appendTransition(buf, pid, c.ID, stateOf(c.State), nonExistent)
-			}
+	for i, o := range old.old {
+		if find(cur, o.id) != nonExistent || old.seenBefore(i) {
+			continue
 		}
+		buf = appendTransition(buf, pid, o.id, o.state, nonExistent)
 	}
 	return buf
+}
+
+// seenBefore reports whether the record's entry i repeats an earlier ID.
+func (r *podRecord) seenBefore(i int) bool {
+	for _, o := range r.old[:i] {
+		if o.id == r.old[i].id {
+			return true
+		}
+	}
+	return false
 }
 
 // appendTransition appends the events of one container moving from one state

@@ -28,15 +28,16 @@ func TestContainerTransitions(t *testing.T) {
 		{"unchanged running container sends nothing", cRunning, cRunning, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var old, cur *runtime.Pod
+			var old podRecord
+			var cur *runtime.Pod
 			if tc.from != gone {
-				old = pod("p", ctr("c", tc.from))
+				old.remember(pod("p", ctr("c", tc.from)), nil)
 			}
 			if tc.to != gone {
 				cur = pod("p", ctr("c", tc.to))
 			}
 			var got []PodLifeCycleEventType
-			for _, e := range appendEvents(nil, "p", old, cur) {
+			for _, e := range appendEvents(nil, "p", &old, cur) {
 				assert.Equal(t, cid("c").String(), e.ContainerID)
 				assert.Equal(t, "p", string(e.ID))
 				got = append(got, e.Type)
@@ -49,8 +50,10 @@ func TestContainerTransitions(t *testing.T) {
 func TestContainerListedTwiceGetsOneSetOfEvents(t *testing.T) {
 	cur := pod("p", ctr("c", cRunning), ctr("c", cRunning))
 	cur.Sandboxes = []*runtime.Container{ctr("c", cRunning)}
-	assert.Equal(t, []PodLifecycleEvent{ev("p", ContainerStarted, "c")}, appendEvents(nil, "p", nil, cur))
-	assert.Equal(t, []PodLifecycleEvent{ev("p", ContainerDied, "c"), ev("p", ContainerRemoved, "c")}, appendEvents(nil, "p", cur, nil))
+	var rec podRecord
+	assert.Equal(t, []PodLifecycleEvent{ev("p", ContainerStarted, "c")}, appendEvents(nil, "p", &rec, cur))
+	rec.remember(cur, nil)
+	assert.Equal(t, []PodLifecycleEvent{ev("p", ContainerDied, "c"), ev("p", ContainerRemoved, "c")}, appendEvents(nil, "p", &rec, nil))
 }
 
 func TestPodListedTwiceIsDiffedOnce(t *testing.T) {

@@ -52,15 +52,6 @@ type GenericPLEG struct {
 	buf   []PodLifecycleEvent
 }
 
-// podRecord is what the PLEG remembers of one pod.
-type podRecord struct {
-	// old is the listing of the pod as of the last relist that acted on it;
-	// nil before the first successful inspection.
-	old *runtime.Pod
-	// seen is the generation of the last relist that listed the pod.
-	seen uint64
-}
-
 // item is one pod to act on in a relist: inspect it (or forget it if pod is
 // nil), then send buf[first:last]. Each item is touched by one worker only.
 type item struct {
@@ -229,12 +220,15 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 		}
 	}
 	var slab []podRecord
+	var states []ctrState
 	if len(g.records) == 0 && st.Pods > 0 {
 		// First relist: every pod is new. Size for it instead of growing.
+		n := st.Containers.total() + sandboxes
 		slab = make([]podRecord, st.Pods)
+		states = make([]ctrState, 0, n)
 		g.records = make(map[types.UID]*podRecord, st.Pods)
 		g.items = make([]item, 0, st.Pods)
-		g.buf = make([]PodLifecycleEvent, 0, st.Containers.total()+sandboxes)
+		g.buf = make([]PodLifecycleEvent, 0, n)
 	}
 	matched := 0
 	for _, pod := range pods {
@@ -262,7 +256,7 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 			if rec.seen == gen {
 				continue
 			}
-			if _, re := g.reinspect[pid]; rec.old == nil && !re {
+			if _, re := g.reinspect[pid]; !rec.known && !re {
 				delete(g.records, pid) // never acted on: nothing to undo
 				continue
 			}
@@ -290,7 +284,17 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 		case it.pod == nil:
 			delete(g.records, it.pid)
 		default:
-			it.rec.old = it.pod
+			n := len(it.pod.Containers) + len(it.pod.Sandboxes)
+			dst := it.rec.old
+			switch {
+			case cap(dst) >= n: // reuse the record's own storage
+			case cap(states)-len(states) >= n:
+				dst = states[len(states) : len(states)+n : len(states)+n]
+				states = states[:len(states)+n]
+			default:
+				dst = make([]ctrState, 0, n)
+			}
+			it.rec.remember(it.pod, dst)
 		}
 		it.rec, it.pod = nil, nil // let the listing be collected
 	}
@@ -328,12 +332,12 @@ func countPod(st *RelistStats, pod *runtime.Pod) {
 	}
 }
 
-// collect queues pid if its listing changed since rec.old or its last
+// collect queues pid if its listing changed since the record's or its last
 // inspection failed. pod is nil for a pod that is no longer listed.
 func (g *GenericPLEG) collect(pid types.UID, rec *podRecord, pod *runtime.Pod) {
 	first := len(g.buf)
-	if !samePod(rec.old, pod) {
-		g.buf = appendEvents(g.buf, pid, rec.old, pod)
+	if !rec.same(pod) {
+		g.buf = appendEvents(g.buf, pid, rec, pod)
 	}
 	if len(g.buf) == first && pod != nil {
 		if _, re := g.reinspect[pid]; !re {
@@ -391,7 +395,7 @@ func (g *GenericPLEG) process(ctx context.Context, it *item, ts time.Time) {
 		g.cache.Set(it.pid, status, err, ts)
 		return
 	}
-	if it.rec.old != nil { // else no status of ours is cached to keep IPs from
+	if it.rec.known { // else no status of ours is cached to keep IPs from
 		status = g.keepIPs(it.pid, status)
 	}
 	g.cache.Set(it.pid, status, nil, ts)
