@@ -392,3 +392,43 @@ func TestQueueReturnsDuePods(t *testing.T) {
 		t.Fatalf("due at 11s: %v", got)
 	}
 }
+
+func TestMirrorPodQueriesFollowTheStaticPod(t *testing.T) {
+	h := newHarness(t, nil)
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	h.s.SyncTerminatingPodFn = func(ctx context.Context, _ *v1.Pod, _ *runtime.PodStatus, _ *int64, _ func(*v1.PodStatus)) error {
+		close(entered)
+		<-release
+		return nil
+	}
+	pod := newNamedPod("s1", "kube-system", "etcd", true)
+	h.upd(pod)
+	h.p.WaitIdle()
+	if h.p.IsPodForMirrorPodTerminatingByFullName("etcd_kube-system") {
+		t.Error("a running static pod is not terminating")
+	}
+	if h.p.ShouldPodBeFinished("s1") {
+		t.Error("a running pod is not finished")
+	}
+	h.kill(pod)
+	<-entered
+	if !h.p.IsPodForMirrorPodTerminatingByFullName("etcd_kube-system") {
+		t.Error("the static pod is terminating: its mirror pod must stay")
+	}
+	close(release)
+	h.p.WaitIdle()
+	if h.p.IsPodForMirrorPodTerminatingByFullName("etcd_kube-system") {
+		t.Error("a terminated static pod no longer holds its mirror pod")
+	}
+	if !h.p.ShouldPodBeFinished("s1") {
+		t.Error("a pod whose cleanup ran is finished")
+	}
+	if h.p.ShouldPodBeFinished("unknown") {
+		t.Error("an unknown pod is not finished before the first SyncKnownPods")
+	}
+	h.p.SyncKnownPods(nil)
+	if !h.p.ShouldPodBeFinished("unknown") {
+		t.Error("an unknown pod is finished after the first SyncKnownPods")
+	}
+}

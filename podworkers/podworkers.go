@@ -157,6 +157,11 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 
 	p.mu.Lock()
 	p.stopped = true
+	// Pod contexts are not children of root (that would cost a map entry
+	// per pod in root); they are cancelled here instead.
+	for _, st := range p.statuses {
+		st.release()
+	}
 	p.mu.Unlock()
 	cancel()
 	p.wg.Wait()
@@ -445,6 +450,9 @@ func (p *PodWorkers) startPodSync(uid types.UID) (ctx context.Context, w work, c
 	defer p.mu.Unlock()
 
 	status, found := p.statuses[uid]
+	if p.stopped {
+		return nil, w, false, false, false
+	}
 	if !found || status.pendingUpdate == nil {
 		if found {
 			p.setIdle(status)
@@ -463,7 +471,7 @@ func (p *PodWorkers) startPodSync(uid types.UID) (ctx context.Context, w work, c
 		if status.cancel != nil {
 			status.cancel()
 		}
-		status.ctx, status.cancel = context.WithCancel(p.root)
+		status.ctx, status.cancel = context.WithCancel(context.Background())
 	}
 	ctx = status.ctx
 
