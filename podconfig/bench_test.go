@@ -61,14 +61,36 @@ func benchPod(i int, image string) *v1.Pod {
 	}
 }
 
+// minimalPod is the kubelet config tests' pod: one container, no
+// resources, no status.
+func minimalPod(i int, image string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%d", i))},
+		Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, DNSPolicy: v1.DNSClusterFirst,
+			Containers: []v1.Container{{Name: "ctr", Image: image, ImagePullPolicy: v1.PullIfNotPresent, TerminationMessagePolicy: v1.TerminationMessageReadFile}}},
+	}
+}
+
+// shape selects the pods the benchmarks use: "workload" (benchPod) or
+// "minimal" (minimalPod).
+var shapes = []string{"workload", "minimal"}
+
 func benchPods(n int, changed int, image string) []*v1.Pod {
+	return shapedPods("workload", n, changed, image)
+}
+
+func shapedPods(shape string, n int, changed int, image string) []*v1.Pod {
 	pods := make([]*v1.Pod, n)
 	for i := range pods {
 		img := "registry.example.com/web:1.0"
 		if i == changed {
 			img = image
 		}
-		pods[i] = benchPod(i, img)
+		if shape == "minimal" {
+			pods[i] = minimalPod(i, img)
+		} else {
+			pods[i] = benchPod(i, img)
+		}
 	}
 	return pods
 }
@@ -79,26 +101,28 @@ var benchSizes = []int{100, 1000, 10000}
 // into empty storage and delivery of the ADD (deep copies) to the consumer.
 // Building the incoming pods is excluded.
 func BenchmarkSet(b *testing.B) {
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				ctx, cancel := context.WithCancel(context.Background())
-				c, _ := NewPodConfig(Incremental, Options{})
-				ch := c.Channel(ctx, "api")
-				pods := benchPods(n, -1, "")
-				runtime.GC() // collect the setup's garbage outside the timing
-				b.StartTimer()
-				ch <- PodUpdate{Op: SET, Pods: pods}
-				if u := <-c.Updates(); u.Op != ADD || len(u.Pods) != n {
-					b.Fatalf("got %v with %d pods", u.Op, len(u.Pods))
+	for _, shape := range shapes {
+		for _, n := range benchSizes {
+			b.Run(fmt.Sprintf("%s/N=%d", shape, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					ctx, cancel := context.WithCancel(context.Background())
+					c, _ := NewPodConfig(Incremental, Options{})
+					ch := c.Channel(ctx, "api")
+					pods := shapedPods(shape, n, -1, "")
+					runtime.GC() // collect the setup's garbage outside the timing
+					b.StartTimer()
+					ch <- PodUpdate{Op: SET, Pods: pods}
+					if u := <-c.Updates(); u.Op != ADD || len(u.Pods) != n {
+						b.Fatalf("got %v with %d pods", u.Op, len(u.Pods))
+					}
+					b.StopTimer()
+					cancel()
+					b.StartTimer()
 				}
-				b.StopTimer()
-				cancel()
-				b.StartTimer()
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -106,27 +130,29 @@ func BenchmarkSet(b *testing.B) {
 // image since the previous SET: N fingerprints and one UPDATE delivered.
 // Building the incoming pods is excluded.
 func BenchmarkSetOneChanged(b *testing.B) {
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			c, _ := NewPodConfig(Incremental, Options{})
-			ch := c.Channel(ctx, "api")
-			ch <- PodUpdate{Op: SET, Pods: benchPods(n, -1, "")}
-			<-c.Updates()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				pods := benchPods(n, n/2, fmt.Sprintf("registry.example.com/web:2.%d", i))
-				runtime.GC()
-				b.StartTimer()
-				ch <- PodUpdate{Op: SET, Pods: pods}
-				if u := <-c.Updates(); u.Op != UPDATE || len(u.Pods) != 1 {
-					b.Fatalf("got %v with %d pods", u.Op, len(u.Pods))
+	for _, shape := range shapes {
+		for _, n := range benchSizes {
+			b.Run(fmt.Sprintf("%s/N=%d", shape, n), func(b *testing.B) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				c, _ := NewPodConfig(Incremental, Options{})
+				ch := c.Channel(ctx, "api")
+				ch <- PodUpdate{Op: SET, Pods: shapedPods(shape, n, -1, "")}
+				<-c.Updates()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					pods := shapedPods(shape, n, n/2, fmt.Sprintf("registry.example.com/web:2.%d", i))
+					runtime.GC()
+					b.StartTimer()
+					ch <- PodUpdate{Op: SET, Pods: pods}
+					if u := <-c.Updates(); u.Op != UPDATE || len(u.Pods) != 1 {
+						b.Fatalf("got %v with %d pods", u.Op, len(u.Pods))
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 

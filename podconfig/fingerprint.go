@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodekit/nodekit/podutil"
 )
@@ -25,6 +26,13 @@ type fingerprinter struct {
 	seed maphash.Seed
 	h    maphash.Hash
 	buf  []byte
+
+	// Scratch copies of a spec without its resource lists; see spec.
+	scratch     v1.PodSpec
+	res         v1.ResourceRequirements
+	inits, ctrs []v1.Container
+	ephs        []v1.EphemeralContainer
+
 	// broken counts encodings that failed; each failure yields a fresh
 	// fingerprint so the pod is treated as changed rather than equal.
 	broken uint64
@@ -91,10 +99,9 @@ func (f *fingerprinter) mapSum(m map[string]string, skipLocal bool) uint64 {
 // deletion timestamp and grace period, and annotations other than the
 // config.* bookkeeping ones.
 func (f *fingerprinter) semantic(p *v1.Pod) uint64 {
-	warmQuantities(&p.Spec)
 	var parts [6 * 8]byte
 	b := parts[:0]
-	b = binary.LittleEndian.AppendUint64(b, f.encoded(&p.Spec))
+	b = binary.LittleEndian.AppendUint64(b, f.spec(&p.Spec))
 	b = binary.LittleEndian.AppendUint64(b, f.mapSum(p.Labels, false))
 	b = binary.LittleEndian.AppendUint64(b, f.mapSum(p.Annotations, true))
 	var ts, grace, flags uint64
@@ -130,31 +137,104 @@ func isLocalAnnotation(k string) bool {
 	return false
 }
 
-// warmQuantities stores each resource quantity of spec back into its map with
-// its canonical string cached. The generated protobuf code reads map values
-// by copy, so it would otherwise render every uncached quantity (such as
-// "128Mi") twice per encoding, allocating each time. It modifies the
-// incoming pod, which the storage owns by then, without changing its value.
-func warmQuantities(spec *v1.PodSpec) {
-	warm := func(m v1.ResourceList) {
-		for k, q := range m {
-			_ = q.String() // fills q's cache
-			m[k] = q
-		}
+// spec fingerprints a pod spec. Resource lists are hashed apart from the
+// protobuf encoding: the generated code renders every quantity with
+// Quantity.String on a copy of the map value, which allocates each time for
+// a value not in canonical form (such as "128Mi"). So the spec is encoded
+// from a scratch shallow copy whose containers carry no resource lists, and
+// the quantities are hashed by value.
+func (f *fingerprinter) spec(s *v1.PodSpec) uint64 {
+	f.scratch = *s
+	f.scratch.Overhead = nil
+	if s.Resources != nil {
+		f.res = v1.ResourceRequirements{Claims: s.Resources.Claims}
+		f.scratch.Resources = &f.res
 	}
-	for _, cs := range [2][]v1.Container{spec.InitContainers, spec.Containers} {
-		for i := range cs {
-			warm(cs[i].Resources.Limits)
-			warm(cs[i].Resources.Requests)
-		}
+	f.inits = stripResources(f.inits[:0], s.InitContainers)
+	f.ctrs = stripResources(f.ctrs[:0], s.Containers)
+	f.ephs = f.ephs[:0]
+	for _, c := range s.EphemeralContainers {
+		c.Resources = v1.ResourceRequirements{Claims: c.Resources.Claims}
+		f.ephs = append(f.ephs, c)
 	}
-	for i := range spec.EphemeralContainers {
-		warm(spec.EphemeralContainers[i].Resources.Limits)
-		warm(spec.EphemeralContainers[i].Resources.Requests)
+	f.scratch.InitContainers, f.scratch.Containers, f.scratch.EphemeralContainers = f.inits, f.ctrs, f.ephs
+	encoded := f.encoded(&f.scratch)
+	// Drop the scratch's references into the pod.
+	f.scratch, f.res = v1.PodSpec{}, v1.ResourceRequirements{}
+	clear(f.inits)
+	clear(f.ctrs)
+	clear(f.ephs)
+
+	var sum uint64
+	for i := range s.InitContainers {
+		sum += f.resources('i', i, &s.InitContainers[i].Resources)
 	}
-	warm(spec.Overhead)
-	if spec.Resources != nil {
-		warm(spec.Resources.Limits)
-		warm(spec.Resources.Requests)
+	for i := range s.Containers {
+		sum += f.resources('c', i, &s.Containers[i].Resources)
 	}
+	for i := range s.EphemeralContainers {
+		sum += f.resources('e', i, &s.EphemeralContainers[i].Resources)
+	}
+	sum += f.resourceList('o', 0, 'l', s.Overhead)
+	if s.Resources != nil {
+		sum += f.resources('p', 0, s.Resources)
+	}
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], encoded)
+	binary.LittleEndian.PutUint64(b[8:], sum)
+	f.h.Reset()
+	_, _ = f.h.Write(b[:])
+	return f.h.Sum64()
+}
+
+func stripResources(dst, src []v1.Container) []v1.Container {
+	for _, c := range src {
+		c.Resources = v1.ResourceRequirements{Claims: c.Resources.Claims}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+func (f *fingerprinter) resources(kind byte, index int, r *v1.ResourceRequirements) uint64 {
+	return f.resourceList(kind, index, 'l', r.Limits) + f.resourceList(kind, index, 'r', r.Requests)
+}
+
+// resourceList sums order-independent hashes of (where, name, value).
+func (f *fingerprinter) resourceList(kind byte, index int, list byte, m v1.ResourceList) uint64 {
+	var sum uint64
+	var hdr [6]byte
+	hdr[0], hdr[1] = kind, list
+	binary.LittleEndian.PutUint32(hdr[2:], uint32(index))
+	for name, q := range m {
+		f.h.Reset()
+		_, _ = f.h.Write(hdr[:])
+		_, _ = f.h.WriteString(string(name))
+		_ = f.h.WriteByte(0)
+		f.writeQuantity(&q)
+		sum += f.h.Sum64()
+	}
+	return sum
+}
+
+// writeQuantity writes q's value: equal quantities write the same bytes
+// whatever their notation. Integers and whole milli-units (nearly every
+// resource quantity) are written without allocating.
+func (f *fingerprinter) writeQuantity(q *resource.Quantity) {
+	// The path taken depends on the value alone, so equal values agree.
+	var b [9]byte
+	if m := q.MilliValue(); resource.NewMilliQuantity(m, q.Format).Cmp(*q) == 0 {
+		b[0] = 'm'
+		binary.LittleEndian.PutUint64(b[1:], uint64(m))
+		_, _ = f.h.Write(b[:])
+		return
+	}
+	if v, ok := q.AsInt64(); ok { // beyond milli-units' int64 range
+		b[0] = 'i'
+		binary.LittleEndian.PutUint64(b[1:], uint64(v))
+		_, _ = f.h.Write(b[:])
+		return
+	}
+	_ = f.h.WriteByte('s')
+	c := q.DeepCopy() // String caches into its receiver: keep the pod untouched
+	_, _ = f.h.WriteString(c.String())
 }
