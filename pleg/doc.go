@@ -33,6 +33,12 @@
 // (duration, pods and containers by state, events by type, dropped events)
 // for metrics.
 //
+// EventedPLEG builds on a GenericPLEG for runtimes that stream container
+// events (runtime.ContainerEventer, the CRI's GetContainerEvents): events and
+// the status they carry reach the channel and the cache as they happen, the
+// generic PLEG relists slowly (5 min) as a safety net, and at its normal
+// period while the stream is down until it is opened again.
+//
 // Usage:
 //
 //	cache := runtime.NewCache()
@@ -48,5 +54,9 @@
 //		}
 //	}
 //
-// Tests drive it without Start: call Relist(ctx) and read Watch().
+// Tests drive it without Start: call Relist(ctx) and read Watch(). With a
+// streaming runtime, wrap the generic PLEG and start the wrapper instead:
+//
+//	e, err := pleg.NewEvented(pleg.EventedConfig{Generic: p, Events: rt})
+//	go e.Start(ctx) // runs p too; e.Watch() is p.Watch()
 package pleg

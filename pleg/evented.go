@@ -1,0 +1,247 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Defaults of EventedConfig.
+const (
+	DefaultStreamingRelistPeriod    = 5 * time.Minute
+	DefaultStreamingRelistThreshold = 10 * time.Minute
+	DefaultStreamRetryPeriod        = 10 * time.Second
+	DefaultCacheUpdatePeriod        = 2 * time.Second
+)
+
+// EventedConfig configures an EventedPLEG.
+type EventedConfig struct {
+	// Generic relists: slowly while the event stream works, at its own
+	// period (as configured when NewEvented is called) while it does not.
+	// Required; the EventedPLEG runs it, so do not Start it yourself.
+	Generic *GenericPLEG
+	// Events is the runtime's container event stream. Required.
+	Events runtime.ContainerEventer
+	// StreamingRelistPeriod and StreamingRelistThreshold replace the
+	// generic PLEG's period and threshold while the stream works. Defaults
+	// 5m and 10m, as the kubelet's.
+	StreamingRelistPeriod, StreamingRelistThreshold time.Duration
+	// StreamRetryPeriod is the wait before a broken stream is opened again;
+	// relisting runs at the normal period meanwhile. Default 10s.
+	StreamRetryPeriod time.Duration
+	// CacheUpdatePeriod is how often, while the stream works and no event
+	// is pending, the cache is declared current (Cache.UpdateTime), so that
+	// pod workers waiting for status newer than their last sync wake up
+	// without an event of their pod. Default 2s, as the kubelet's.
+	CacheUpdatePeriod time.Duration
+}
+
+// EventedPLEG generates pod lifecycle events from the runtime's container
+// event stream (the CRI's GetContainerEvents), with the cache written from
+// the status each event carries. A GenericPLEG relists slowly alongside as
+// a safety net, and at its normal period whenever the stream is down. A
+// runtime that cannot stream (ErrNotSupported) gets plain relisting.
+//
+// Events go to the generic PLEG's channel, so Watch returns the same
+// channel; an event may be reported twice, by the stream and by a relist,
+// which consumers tolerate as they tolerate resyncs.
+type EventedPLEG struct {
+	g      *GenericPLEG
+	events runtime.ContainerEventer
+
+	streamPeriod, streamThreshold time.Duration
+	period, threshold             time.Duration
+	retry, cacheUpdate            time.Duration
+
+	streaming atomic.Bool
+	running   atomic.Bool
+}
+
+// NewEvented returns an EventedPLEG for c, or an error wrapping
+// runtime.ErrInvalidConfig.
+func NewEvented(c EventedConfig) (*EventedPLEG, error) {
+	if c.Generic == nil || c.Events == nil {
+		return nil, fmt.Errorf("pleg: Generic and Events are required: %w", runtime.ErrInvalidConfig)
+	}
+	e := &EventedPLEG{
+		g:         c.Generic,
+		events:    c.Events,
+		period:    time.Duration(c.Generic.period.Load()),
+		threshold: time.Duration(c.Generic.threshold.Load()),
+	}
+	for _, f := range []struct {
+		name     string
+		v        time.Duration
+		dst      *time.Duration
+		fallback time.Duration
+	}{
+		{"StreamingRelistPeriod", c.StreamingRelistPeriod, &e.streamPeriod, DefaultStreamingRelistPeriod},
+		{"StreamingRelistThreshold", c.StreamingRelistThreshold, &e.streamThreshold, DefaultStreamingRelistThreshold},
+		{"StreamRetryPeriod", c.StreamRetryPeriod, &e.retry, DefaultStreamRetryPeriod},
+		{"CacheUpdatePeriod", c.CacheUpdatePeriod, &e.cacheUpdate, DefaultCacheUpdatePeriod},
+	} {
+		switch {
+		case f.v < 0:
+			return nil, fmt.Errorf("pleg: %s %v is negative: %w", f.name, f.v, runtime.ErrInvalidConfig)
+		case f.v == 0:
+			*f.dst = f.fallback
+		default:
+			*f.dst = f.v
+		}
+	}
+	return e, nil
+}
+
+// Watch returns the generic PLEG's event channel, which both feed.
+func (e *EventedPLEG) Watch() <-chan PodLifecycleEvent { return e.g.Watch() }
+
+// Healthy reports false if the event channel is full or the generic PLEG,
+// with the threshold of the current mode, is unhealthy.
+func (e *EventedPLEG) Healthy() (bool, error) {
+	if ch := e.g.events; len(ch) == cap(ch) {
+		return false, fmt.Errorf("pleg: event channel is full with %d events", len(ch))
+	}
+	return e.g.Healthy()
+}
+
+// Streaming reports whether the event stream is up.
+func (e *EventedPLEG) Streaming() bool { return e.streaming.Load() }
+
+// Start runs the generic PLEG and the event stream until ctx ends, and
+// returns nil once both have stopped. A second Start while one runs returns
+// ErrAlreadyStarted.
+func (e *EventedPLEG) Start(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return ErrAlreadyStarted
+	}
+	defer e.running.Store(false)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		e.setStreaming(false)
+	}()
+	wg.Go(func() {
+		if err := e.g.Start(ctx); err != nil {
+			e.g.log.Error(err, "Generic PLEG did not start")
+		}
+	})
+	for ctx.Err() == nil {
+		ch, err := e.events.WatchContainerEvents(ctx)
+		if errors.Is(err, runtime.ErrNotSupported) {
+			e.g.log.Info("Runtime cannot stream container events; relisting only")
+			<-ctx.Done()
+			return nil
+		}
+		if err == nil {
+			e.setStreaming(true)
+			// Catch what changed before the stream opened.
+			_ = e.g.Relist(ctx)
+			err = e.consume(ctx, ch)
+			e.setStreaming(false)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.g.log.Error(err, "Container event stream is down; relisting at the normal period", "retryIn", e.retry)
+		t := e.g.clock.NewTimer(e.retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C():
+		}
+	}
+	return nil
+}
+
+// setStreaming switches the generic PLEG between its slow and normal pace;
+// the switch to normal relists at once if a normal period has passed.
+func (e *EventedPLEG) setStreaming(on bool) {
+	if e.streaming.Swap(on) == on {
+		return
+	}
+	if on {
+		_ = e.g.SetRelistDuration(e.streamPeriod, e.streamThreshold)
+	} else {
+		_ = e.g.SetRelistDuration(e.period, e.threshold)
+	}
+}
+
+var errStreamClosed = errors.New("pleg: container event stream closed")
+
+// consume handles events until the stream closes or ctx ends.
+func (e *EventedPLEG) consume(ctx context.Context, ch <-chan runtime.ContainerEvent) error {
+	t := e.g.clock.NewTimer(e.cacheUpdate)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-ch:
+			if !ok {
+				return errStreamClosed
+			}
+			e.handle(ev)
+		case <-t.C():
+			// Declare the cache current only when no event is pending, or
+			// a waiter could read status older than an event not yet
+			// handled.
+			if len(ch) == 0 {
+				e.g.cache.UpdateTime(e.g.clock.Now())
+			}
+			t.Reset(e.cacheUpdate)
+		}
+	}
+}
+
+// handle writes the status an event carries to the cache and sends the
+// matching lifecycle events, as the kubelet's evented PLEG does: created
+// sends nothing, started ContainerStarted, stopped ContainerDied, deleted
+// ContainerDied and ContainerRemoved (a deleted sandbox deletes the pod from
+// the cache). An event without a status is left to the next relist.
+func (e *EventedPLEG) handle(ev runtime.ContainerEvent) {
+	st := ev.PodStatus
+	if st == nil || ev.PodUID == "" {
+		e.g.log.V(2).Info("Container event without pod status; leaving it to the relist", "containerID", ev.ContainerID.String())
+		return
+	}
+	uid := ev.PodUID
+	cid := ev.ContainerID.String()
+	if ev.Type == runtime.ContainerDeletedEvent {
+		sandbox := false
+		for _, s := range st.SandboxStatuses {
+			sandbox = sandbox || s.ID == ev.ContainerID.ID
+		}
+		if sandbox {
+			e.g.cache.Delete(uid)
+		} else {
+			e.g.cache.Set(uid, e.g.keepIPs(uid, st), nil, ev.CreatedAt)
+		}
+		e.send(PodLifecycleEvent{ID: uid, Type: ContainerDied, ContainerID: cid})
+		e.send(PodLifecycleEvent{ID: uid, Type: ContainerRemoved, ContainerID: cid})
+		return
+	}
+	if !e.g.cache.Set(uid, e.g.keepIPs(uid, st), nil, ev.CreatedAt) {
+		return // the cache holds newer status; the event is stale
+	}
+	switch ev.Type {
+	case runtime.ContainerStartedEvent:
+		e.send(PodLifecycleEvent{ID: uid, Type: ContainerStarted, ContainerID: cid})
+	case runtime.ContainerStoppedEvent:
+		e.send(PodLifecycleEvent{ID: uid, Type: ContainerDied, ContainerID: cid})
+	}
+}
+
+func (e *EventedPLEG) send(ev PodLifecycleEvent) {
+	select {
+	case e.g.events <- ev:
+	default:
+		e.g.log.Error(nil, "Event channel is full; event dropped", "podUID", ev.ID, "type", ev.Type)
+	}
+}

@@ -1,0 +1,215 @@
+package pleg
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/fake"
+)
+
+type eventedFixture struct {
+	rt      *fake.Runtime
+	clk     *clocktesting.FakeClock
+	cache   runtime.Cache
+	g       *GenericPLEG
+	e       *EventedPLEG
+	relists atomic.Int32
+	stop    func()
+}
+
+func newEventedFixture(t *testing.T) *eventedFixture {
+	t.Helper()
+	f := &eventedFixture{clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), cache: runtime.NewCache()}
+	var err error
+	f.rt, err = fake.New(fake.Config{Clock: f.clk})
+	require.NoError(t, err)
+	f.g, err = New(Config{Runtime: f.rt, Cache: f.cache, Clock: f.clk, OnRelist: func(RelistStats) { f.relists.Add(1) }})
+	require.NoError(t, err)
+	f.e, err = NewEvented(EventedConfig{Generic: f.g, Events: f.rt})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.e.Start(ctx) }()
+	f.stop = func() {
+		cancel()
+		require.NoError(t, recv(t, done, "Start to return"))
+	}
+	return f
+}
+
+// stepUntil steps the clock a second at a time until cond holds.
+func (f *eventedFixture) stepUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		if cond() {
+			return true
+		}
+		f.clk.Step(time.Second)
+		return false
+	}, guard, time.Millisecond)
+}
+
+func TestEventedPLEGOnInMemoryRuntime(t *testing.T) {
+	ctx := context.Background()
+	f := newEventedFixture(t)
+	defer f.stop()
+
+	// Once streaming, the generic PLEG has relisted at start and once more
+	// when the stream opened, and then waits its slow period.
+	require.Eventually(t, func() bool { return f.e.Streaming() && f.relists.Load() == 2 }, guard, time.Millisecond)
+	assert.Equal(t, DefaultStreamingRelistPeriod, time.Duration(f.g.period.Load()))
+
+	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "web", "default", "uid-web"
+	pod.Spec.Containers = []v1.Container{{Name: "app", Image: "app:1"}}
+	require.NoError(t, f.rt.SyncPod(ctx, pod, nil, nil, nil).Error())
+	got := recv(t, f.e.Watch(), "ContainerStarted from the stream")
+	assert.Equal(t, ContainerStarted, got.Type)
+	assert.Equal(t, pod.UID, got.ID)
+	s, err := f.cache.Get(pod.UID)
+	require.NoError(t, err)
+	require.NotNil(t, s.FindContainerStatusByName("app"))
+	assert.Equal(t, runtime.ContainerStateRunning, s.FindContainerStatusByName("app").State)
+	assert.Equal(t, got.ContainerID, s.FindContainerStatusByName("app").ID.String())
+
+	require.NoError(t, f.rt.ExitContainer(pod.UID, "app", 2, ""))
+	died := recv(t, f.e.Watch(), "ContainerDied from the stream")
+	assert.Equal(t, PodLifecycleEvent{ID: pod.UID, Type: ContainerDied, ContainerID: got.ContainerID}, died)
+	s, _ = f.cache.Get(pod.UID)
+	assert.Equal(t, 2, s.FindContainerStatusByName("app").ExitCode)
+	assert.Equal(t, int32(2), f.relists.Load(), "the events came from the stream, not from a relist")
+
+	// The stream breaks: relisting resumes at the normal period, and the
+	// stream is opened again after the retry period.
+	f.rt.BreakContainerEvents()
+	require.Eventually(t, func() bool { return !f.e.Streaming() }, guard, time.Millisecond)
+	f.stepUntil(t, func() bool { return f.relists.Load() >= 4 })
+	f.stepUntil(t, f.e.Streaming)
+	require.Eventually(t, func() bool { return f.g.period.Load() == int64(DefaultStreamingRelistPeriod) }, guard, time.Millisecond)
+	ok, err := f.e.Healthy()
+	assert.True(t, ok)
+	assert.NoError(t, err)
+}
+
+// notStreaming is a runtime that cannot stream events.
+type notStreaming struct{ *scriptedLister }
+
+func (notStreaming) WatchContainerEvents(context.Context) (<-chan runtime.ContainerEvent, error) {
+	return nil, fmt.Errorf("no events here: %w", runtime.ErrNotSupported)
+}
+
+func TestEventedPLEGWithoutStreamRelistsAtNormalPeriod(t *testing.T) {
+	relisted := make(chan struct{}, 10)
+	tp := newTestPLEG(t, func(c *Config) {
+		c.RelistPeriod = time.Second
+		c.OnRelist = func(RelistStats) { relisted <- struct{}{} }
+	})
+	e, err := NewEvented(EventedConfig{Generic: tp.GenericPLEG, Events: notStreaming{tp.lister}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+	recv(t, relisted, "the relist at start")
+	require.Eventually(t, tp.clock.HasWaiters, guard, time.Millisecond)
+	tp.clock.Step(time.Second)
+	recv(t, relisted, "a relist one normal period later")
+	assert.False(t, e.Streaming())
+	cancel()
+	require.NoError(t, recv(t, done, "Start to return"))
+}
+
+func TestEventedHandle(t *testing.T) {
+	tp := newTestPLEG(t, nil)
+	e, err := NewEvented(EventedConfig{Generic: tp.GenericPLEG, Events: notStreaming{tp.lister}})
+	require.NoError(t, err)
+	t0 := tp.clock.Now()
+	status := func(state runtime.ContainerState) *runtime.PodStatus {
+		return &runtime.PodStatus{
+			ID: "p", IPs: []string{"10.0.0.1"},
+			ContainerStatuses: []*runtime.ContainerStatus{{ID: cid("c"), State: state}},
+			SandboxStatuses:   []*runtime.SandboxStatus{{ID: "s", State: runtime.SandboxStateReady}},
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		ev        runtime.ContainerEvent
+		want      []PodLifecycleEvent
+		wantState runtime.ContainerState // "" when the cache must not know the pod
+	}{
+		{
+			name:      "created container updates the cache, sends nothing",
+			ev:        runtime.ContainerEvent{ContainerID: cid("c"), Type: runtime.ContainerCreatedEvent, PodUID: "p", CreatedAt: t0, PodStatus: status(cCreated)},
+			wantState: cCreated,
+		},
+		{
+			name:      "started container",
+			ev:        runtime.ContainerEvent{ContainerID: cid("c"), Type: runtime.ContainerStartedEvent, PodUID: "p", CreatedAt: t0.Add(time.Second), PodStatus: status(cRunning)},
+			want:      []PodLifecycleEvent{ev("p", ContainerStarted, "c")},
+			wantState: cRunning,
+		},
+		{
+			name:      "stale event older than the cache is ignored",
+			ev:        runtime.ContainerEvent{ContainerID: cid("c"), Type: runtime.ContainerStoppedEvent, PodUID: "p", CreatedAt: t0, PodStatus: status(cExited)},
+			wantState: cRunning,
+		},
+		{
+			name:      "event without status is left to the relist",
+			ev:        runtime.ContainerEvent{ContainerID: cid("c"), Type: runtime.ContainerStoppedEvent, PodUID: "p", CreatedAt: t0.Add(2 * time.Second)},
+			wantState: cRunning,
+		},
+		{
+			name:      "stopped container",
+			ev:        runtime.ContainerEvent{ContainerID: cid("c"), Type: runtime.ContainerStoppedEvent, PodUID: "p", CreatedAt: t0.Add(3 * time.Second), PodStatus: status(cExited)},
+			want:      []PodLifecycleEvent{ev("p", ContainerDied, "c")},
+			wantState: cExited,
+		},
+		{
+			name: "deleted sandbox deletes the pod from the cache",
+			ev: runtime.ContainerEvent{ContainerID: runtime.ContainerID{Type: testRuntimeType, ID: "s"}, Type: runtime.ContainerDeletedEvent, PodUID: "p", CreatedAt: t0.Add(4 * time.Second),
+				PodStatus: &runtime.PodStatus{ID: "p", SandboxStatuses: []*runtime.SandboxStatus{{ID: "s", State: runtime.SandboxStateNotReady}}}},
+			want: []PodLifecycleEvent{
+				{ID: "p", Type: ContainerDied, ContainerID: testRuntimeType + "://s"},
+				{ID: "p", Type: ContainerRemoved, ContainerID: testRuntimeType + "://s"},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.handle(tc.ev)
+			assert.Equal(t, events(tc.want...), drain(tp.Watch()))
+			s, err := tp.cache.Get("p")
+			require.NoError(t, err)
+			if tc.wantState == "" {
+				assert.Empty(t, s.ContainerStatuses)
+				return
+			}
+			require.Len(t, s.ContainerStatuses, 1)
+			assert.Equal(t, tc.wantState, s.ContainerStatuses[0].State)
+		})
+	}
+}
+
+func TestNewEventedValidates(t *testing.T) {
+	tp := newTestPLEG(t, nil)
+	for _, tc := range []struct {
+		name string
+		c    EventedConfig
+	}{
+		{"generic is required", EventedConfig{Events: notStreaming{tp.lister}}},
+		{"events are required", EventedConfig{Generic: tp.GenericPLEG}},
+		{"negative retry period", EventedConfig{Generic: tp.GenericPLEG, Events: notStreaming{tp.lister}, StreamRetryPeriod: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewEvented(tc.c)
+			assert.ErrorIs(t, err, runtime.ErrInvalidConfig)
+		})
+	}
+}
