@@ -3,6 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podconfig/file"
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/status"
 )
@@ -169,6 +175,117 @@ func TestMirrorPods(t *testing.T) {
 		if err != nil || got.UID != squatter.UID || podutil.IsMirrorPod(got) || got.Status.Phase != corev1.PodPending {
 			t.Fatalf("the ordinary pod db-n1 was touched: err=%v uid=%s (want %s) annotations=%v phase=%q",
 				err, got.UID, squatter.UID, got.Annotations, got.Status.Phase)
+		}
+	})
+}
+
+// TestMirrorPodsFromManifests runs the static-pod path without the agent:
+// manifest directory -> file source -> PodConfig -> (this test's glue, the
+// agent's part: report each pod running, forget removed ones) -> status
+// manager -> apiserver.
+func TestMirrorPodsFromManifests(t *testing.T) {
+	c := startCluster(t)
+	agentCS, _ := clientset(t, c.RESTConfig(), 50, 100)
+	other, _ := clientset(t, c.RESTConfig(), 100, 200)
+	ctx := t.Context()
+	createNode(t, other, "n1")
+	sm := startStatusManager(t, agentCS, status.Config{NodeName: "n1", Nodes: agentCS.CoreV1().Nodes(), SyncPeriod: 500 * time.Millisecond})
+
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "web.yaml")
+	write := func(image string) {
+		t.Helper()
+		y := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: default\nspec:\n  containers:\n  - name: c\n    image: " + image + "\n"
+		if err := os.WriteFile(manifest, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("busybox:1")
+
+	src, err := file.New(file.Config{Path: dir, NodeName: "n1", CheckFrequency: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := podconfig.NewPodConfig(podconfig.Incremental, podconfig.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_ = src.Run(runCtx, cfg.Channel(runCtx, podutil.FileSource))
+	}()
+	go func() {
+		defer wg.Done()
+		known := map[types.UID]bool{}
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case u := <-cfg.Updates():
+				for _, p := range u.Pods {
+					if u.Op == podconfig.REMOVE {
+						delete(known, p.UID)
+						continue
+					}
+					known[p.UID] = true
+					sm.SetPodStatus(p, status.GeneratePodStatus(p, runningStatus(p, "10.3.0.1", time.Now()), nil,
+						status.GenerateOptions{HostIPs: []string{"127.0.0.1"}}))
+				}
+				if u.Op == podconfig.REMOVE {
+					sm.RemoveOrphanedStatuses(maps.Clone(known))
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+
+	static := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-n1", Namespace: "default"}}
+	mirror := waitMirror(t, other, static, "")
+	hash := mirror.Annotations[podutil.ConfigMirrorAnnotationKey]
+	if hash == "" || mirror.Annotations[podutil.ConfigHashAnnotationKey] != hash ||
+		mirror.Annotations[podutil.ConfigSourceAnnotationKey] != podutil.FileSource {
+		t.Fatalf("mirror of the manifest has annotations %v, want config.mirror = config.hash and source file", mirror.Annotations)
+	}
+
+	t.Run("an edited manifest replaces the mirror pod", func(t *testing.T) {
+		write("busybox:2")
+		var last string
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := other.CoreV1().Pods("default").Get(ctx, "web-n1", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			last = fmt.Sprintf("image %s, mirror hash %s", got.Spec.Containers[0].Image, got.Annotations[podutil.ConfigMirrorAnnotationKey])
+			return got.Spec.Containers[0].Image == "busybox:2" && got.UID != mirror.UID &&
+				got.Annotations[podutil.ConfigMirrorAnnotationKey] != hash, nil
+		})
+		if err != nil {
+			t.Fatalf("mirror not replaced: %v; last %s", err, last)
+		}
+	})
+
+	t.Run("a removed manifest removes the mirror pod", func(t *testing.T) {
+		if err := os.Remove(manifest); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := other.CoreV1().Pods("default").Get(ctx, "web-n1", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return false, err
+		})
+		if err != nil {
+			t.Fatalf("mirror pod still there after its manifest was removed: %v", err)
 		}
 	})
 }
