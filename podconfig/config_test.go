@@ -473,6 +473,26 @@ func TestChangeDetection(t *testing.T) {
 			p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}
 		}, -1},
 		{"resourceVersion alone produces nothing", func(p *v1.Pod) { p.ResourceVersion = "42" }, -1},
+		{"memory in bytes equals the same in Mi", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse("134217728")}
+		}, -1},
+		{"changed cpu limit is an update", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1001m")}
+		}, UPDATE},
+		{"added request is an update", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("1")
+		}, UPDATE},
+		{"limit moved to request is an update", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("128Mi")}
+			p.Spec.Containers[0].Resources.Limits = nil
+		}, UPDATE},
+		{"init container resources are compared", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "i", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}}}
+		}, UPDATE},
+		{"pod overhead is compared", func(p *v1.Pod) { p.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse("10m")} }, UPDATE},
+		{"huge and fractional quantities are compared", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Limits[v1.ResourceEphemeralStorage] = resource.MustParse("0.5n")
+		}, UPDATE},
 		{"image change is an update", func(p *v1.Pod) { p.Spec.Containers[0].Image = "other" }, UPDATE},
 		{"label change is an update", func(p *v1.Pod) { p.Labels = map[string]string{"a": "c"} }, UPDATE},
 		{"annotation change is an update", func(p *v1.Pod) { p.Annotations = map[string]string{"x": "y"} }, UPDATE},
@@ -486,6 +506,7 @@ func TestChangeDetection(t *testing.T) {
 				p := validPod("foo", "new")
 				p.Labels = map[string]string{"a": "b"}
 				p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000m")}
+				p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse("128Mi")}
 				if tc.name == "nil and empty labels are equal" {
 					p.Labels = nil
 				}

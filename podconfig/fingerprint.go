@@ -234,7 +234,11 @@ func (f *fingerprinter) writeQuantity(q *resource.Quantity) {
 		_, _ = f.h.Write(b[:])
 		return
 	}
+	// Rare: the canonical decimal form identifies the value, whatever the
+	// notation (a BinarySI "1Ei" is written as its decimal digits). It works
+	// on a copy since AsDec and String modify their receiver.
+	c := q.DeepCopy()
+	canonical := resource.NewDecimalQuantity(*c.AsDec(), resource.DecimalSI)
 	_ = f.h.WriteByte('s')
-	c := q.DeepCopy() // String caches into its receiver: keep the pod untouched
-	_, _ = f.h.WriteString(c.String())
+	_, _ = f.h.WriteString(canonical.String())
 }

@@ -396,3 +396,25 @@ func TestRunReturnsWhenContextEndsWhileBlocked(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 }
+
+func TestWatchClosedWithoutEventsBacksOff(t *testing.T) {
+	client := podconfigtest.NewPodClient(10)
+	client.SetList(list("10"))
+	w1, w2 := watch.NewFake(), watch.NewFake()
+	client.AddWatcher(w1)
+	client.AddWatcher(w2)
+	h := start(t, client)
+	h.call("list")
+	h.next()
+	h.call("watch")
+	w1.Stop() // closed at once, nothing delivered
+	h.waitTimer()
+	select {
+	case c := <-client.Notify():
+		t.Fatalf("resumed without backing off: %v", c.Verb)
+	default:
+	}
+	h.clock.Step(time.Second)
+	c := h.call("watch")
+	assert.Equal(t, "10", c.Options.ResourceVersion)
+}
