@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
@@ -124,6 +125,43 @@ func BenchmarkRelist(b *testing.B) {
 					b.Fatalf("want one event, have %d", len(g.Watch()))
 				}
 				<-g.Watch()
+			}
+		})
+	}
+}
+
+// slowLister is a staticLister whose GetPodStatus takes a fixed time, like a
+// runtime under load.
+type slowLister struct {
+	staticLister
+	latency time.Duration
+}
+
+func (l *slowLister) GetPodStatus(ctx context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
+	time.Sleep(l.latency)
+	return l.staticLister.GetPodStatus(ctx, uid, name, ns)
+}
+
+// BenchmarkFirstRelistSlowRuntime shows what parallel inspection buys when
+// GetPodStatus takes 1 ms: 100 new pods, inspected one at a time (as the
+// kubelet does) or 8 at a time (the default).
+func BenchmarkFirstRelistSlowRuntime(b *testing.B) {
+	ctx := context.Background()
+	pods, statuses := benchPods(100)
+	rt := &slowLister{staticLister{pods, statuses}, time.Millisecond}
+	for _, par := range []int{1, DefaultInspectParallelism} {
+		b.Run(fmt.Sprintf("parallelism=%d", par), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				g, err := New(Config{Runtime: rt, Cache: runtime.NewCache(), InspectParallelism: par})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if err := g.Relist(ctx); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
