@@ -418,3 +418,31 @@ func TestWatchClosedWithoutEventsBacksOff(t *testing.T) {
 	c := h.call("watch")
 	assert.Equal(t, "10", c.Options.ResourceVersion)
 }
+
+func TestTwoNamespacesSameNameAreBothKept(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg, err := podconfig.NewPodConfig(podconfig.Incremental, podconfig.Options{})
+	require.NoError(t, err)
+	p1, p2 := pod("p", "1", "one"), pod("p", "2", "blah")
+	p1.Namespace, p1.UID = "one", "uid-1"
+	p2.Namespace, p2.UID = "two", "uid-2"
+	client := podconfigtest.NewPodClient(0)
+	client.SetList(list("10", p1, p2))
+	w := watch.NewFake()
+	client.AddWatcher(w)
+	src, err := New(Config{Client: client, NodeName: node})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { _ = src.Run(ctx, cfg.Channel(ctx, podutil.ApiserverSource)); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	u := <-cfg.Updates()
+	assert.Equal(t, podconfig.ADD, u.Op)
+	assert.Len(t, u.Pods, 2, "same name in two namespaces: both pods")
+	go w.Delete(p1)
+	u = <-cfg.Updates()
+	assert.Equal(t, podconfig.REMOVE, u.Op)
+	require.Len(t, u.Pods, 1)
+	assert.Equal(t, "one", u.Pods[0].Namespace)
+}
