@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -20,6 +21,30 @@ import (
 
 // ErrInvalidConfig is wrapped by Start for a bad Config.
 var ErrInvalidConfig = errors.New("cluster: invalid config")
+
+const (
+	dirPrefix = "nodekit-e2e-"
+	ownerFile = "owner.pid"
+)
+
+// sweepStaleDirs removes the working directories of clusters whose test
+// binary was killed before it could clean up (its servers died with it).
+func sweepStaleDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(string(b))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			os.RemoveAll(d)
+		}
+	}
+}
 
 // Config describes a cluster to start.
 type Config struct {
@@ -69,10 +94,14 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	c := &Cluster{cfg: cfg}
 	if c.cfg.Dir == "" {
-		if c.cfg.Dir, err = os.MkdirTemp("", "nodekit-e2e-"); err != nil {
+		sweepStaleDirs()
+		if c.cfg.Dir, err = os.MkdirTemp("", dirPrefix); err != nil {
 			return nil, err
 		}
 		c.ownDir = true
+		if err = os.WriteFile(filepath.Join(c.cfg.Dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		if err != nil {
