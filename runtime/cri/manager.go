@@ -62,6 +62,9 @@ type Config struct {
 	// CrashLoopBackoff is used by SyncPod when its caller passes no back-off.
 	// Default 10s doubling up to 300s.
 	CrashLoopBackoff *runtime.Backoff
+	// DialOptions are added to the manager's own when dialing, for example
+	// a unary interceptor for metrics or tracing.
+	DialOptions []grpc.DialOption
 	// Clock is the time source. Default: the real clock.
 	Clock clock.Clock
 	// Log receives the manager's logs. Default: logr.Discard().
@@ -100,6 +103,7 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.MaxMsgSize), grpc.MaxCallSendMsgSize(c.MaxMsgSize)),
 	}
+	opts = append(opts, c.DialOptions...)
 	conn, err := grpc.NewClient(c.Endpoint, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cri: Endpoint %q: %v: %w", c.Endpoint, err, runtime.ErrInvalidConfig)

@@ -32,7 +32,7 @@ type fakeEnv struct {
 	ctx   context.Context
 }
 
-func newFakeEnv(t *testing.T, tweak ...func(*cri.Config)) *fakeEnv {
+func newFakeEnv(t testing.TB, tweak ...func(*cri.Config)) *fakeEnv {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
 	srv, err := fakecri.NewServer(fakecri.Config{Clock: clk})
@@ -51,7 +51,7 @@ func newFakeEnv(t *testing.T, tweak ...func(*cri.Config)) *fakeEnv {
 	return &fakeEnv{srv: srv, m: m, clock: clk, logs: logs, ctx: context.Background()}
 }
 
-func (e *fakeEnv) status(t *testing.T, pod *v1.Pod) *runtime.PodStatus {
+func (e *fakeEnv) status(t testing.TB, pod *v1.Pod) *runtime.PodStatus {
 	t.Helper()
 	st, err := e.m.GetPodStatus(e.ctx, pod.UID, pod.Name, pod.Namespace)
 	require.NoError(t, err)

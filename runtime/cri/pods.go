@@ -114,7 +114,12 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		return nil, wrapErr("ListPodSandbox", err)
 	}
 	items := sbs.Items
-	sort.Slice(items, func(i, j int) bool { return items[i].CreatedAt > items[j].CreatedAt })
+	sort.Slice(items, func(i, j int) bool {
+		if items[i].CreatedAt != items[j].CreatedAt {
+			return items[i].CreatedAt > items[j].CreatedAt
+		}
+		return items[i].GetMetadata().GetAttempt() > items[j].GetMetadata().GetAttempt()
+	})
 	for i, sb := range items {
 		ss := &runtime.SandboxStatus{
 			ID:        sb.Id,
