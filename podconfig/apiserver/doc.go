@@ -6,7 +6,7 @@
 // Where it sits: apiserver -> Source -> podconfig.PodConfig channel
 // (podutil.ApiserverSource) -> the sync loop.
 //
-// The first list is sent as a SET. After it each watch event is sent as one
+// The first list (resourceVersion "", a consistent read) is sent as a SET. After it each watch event is sent as one
 // incremental update (ADDED -> ADD, MODIFIED -> UPDATE, DELETED -> REMOVE;
 // the mux turns an UPDATE into DELETE or RECONCILE as needed), so one pod
 // change costs O(1) instead of a diff of every pod on the node. A watch that
