@@ -11,6 +11,8 @@
 //     answers are runtime.ErrNotSupported, never failures);
 //   - SyncPod in the kubelet's order over runtime.ComputePodActions, with
 //     crash-loop back-off (runtime.Backoff, keyed by runtime.BackoffKey);
+//   - WatchContainerEvents over GetContainerEvents (runtime.ErrNotSupported
+//     on containerd 1.6, so an evented PLEG falls back to relisting);
 //   - KillPod (containers stopped in parallel with the effective grace
 //     period, then the sandboxes) and RemovePod;
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel

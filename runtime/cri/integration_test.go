@@ -219,3 +219,25 @@ func TestRealNetworkModes(t *testing.T) {
 		})
 	}
 }
+
+func TestRealRuntimeStatusAndEvents(t *testing.T) {
+	m, _, _ := realManager(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.Equal(t, "containerd", m.Type())
+	v, err := m.Version(ctx)
+	require.NoError(t, err)
+	st, err := m.Status(ctx)
+	require.NoError(t, err)
+	require.True(t, st.Ready(), "%+v", st.Conditions)
+	events, err := m.WatchContainerEvents(ctx)
+	if strings.HasPrefix(v, "1.6") {
+		require.ErrorIs(t, err, runtime.ErrNotSupported, "containerd 1.6 has no GetContainerEvents")
+		return
+	}
+	if err == nil {
+		cancel()
+		for range events {
+		}
+	}
+}

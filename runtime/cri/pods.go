@@ -167,14 +167,18 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		cs.SandboxID = c.PodSandboxId
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
-	sort.Slice(st.ContainerStatuses, func(i, j int) bool {
-		a, b := st.ContainerStatuses[i], st.ContainerStatuses[j]
+	sortNewestFirst(st.ContainerStatuses)
+	return st, nil
+}
+
+func sortNewestFirst(cs []*runtime.ContainerStatus) {
+	sort.Slice(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
 		if !a.CreatedAt.Equal(b.CreatedAt) {
 			return a.CreatedAt.After(b.CreatedAt)
 		}
 		return a.RestartCount > b.RestartCount // same clock tick: the later instance counts higher
 	})
-	return st, nil
 }
 
 func unixTime(ns int64) time.Time {

@@ -199,3 +199,44 @@ func TestContainerFailuresAreReported(t *testing.T) {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+func TestEphemeralContainerStartsOnce(t *testing.T) {
+	e := newFakeEnv(t)
+	pod := newPod("eph", "busybox:1")
+	res := e.sync(t, pod, nil)
+	require.NoError(t, res.Error())
+	pod.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{
+		Name: "debug", Image: "busybox:1", ImagePullPolicy: v1.PullIfNotPresent}}}
+	res = e.sync(t, pod, nil)
+	require.NoError(t, res.Error())
+	require.Equal(t, []string{"StartContainer debug"}, steps(res))
+	ids := e.srv.ContainerIDs("debug")
+	require.Len(t, ids, 1)
+	e.srv.Runtime.Lock()
+	require.Equal(t, "ephemeral", e.srv.Runtime.Containers[ids[0]].Annotations["io.kubernetes.container.type"])
+	e.srv.Runtime.Unlock()
+
+	require.NoError(t, e.srv.Exit(ids[0], 1))
+	res = e.sync(t, pod, nil)
+	require.Empty(t, steps(res), "an exited ephemeral container is not restarted")
+}
+
+func TestContainerInUnknownStateIsKilledBeforeRestart(t *testing.T) {
+	e := newFakeEnv(t)
+	pod := newPod("unknown", "busybox:1")
+	res := e.sync(t, pod, nil)
+	require.NoError(t, res.Error())
+	id := e.srv.ContainerIDs("main")[0]
+	e.srv.Runtime.Lock()
+	e.srv.Runtime.Containers[id].State = 3 // CONTAINER_UNKNOWN
+	e.srv.Runtime.Unlock()
+	st := e.status(t, pod)
+	require.Equal(t, runtime.ContainerStateUnknown, st.FindContainerStatusByName("main").State)
+
+	res = e.m.SyncPod(e.ctx, pod, st, nil, nil)
+	require.NoError(t, res.Error())
+	require.Equal(t, []string{"KillContainer main", "StartContainer main"}, steps(res))
+	_, stopped := e.srv.StopTimeout(id)
+	require.True(t, stopped, "the unknown container got a StopContainer")
+	require.Len(t, e.srv.ContainerIDs("main"), 2)
+}

@@ -36,8 +36,12 @@
 //   - images need no pulling: PullImage of any name succeeds unless an
 //     error is injected, ImageStatus knows the images pulled or seeded with
 //     Images.SetFakeImages; the pause image is not needed;
-//   - GetContainerEvents and the streaming, exec, attach and port-forward
-//     calls answer Unimplemented, as containerd 1.6 does for the events;
+//   - GetContainerEvents streams an event per state change, with the pod's
+//     status; a stream more than 1024 events behind loses events. To act as
+//     containerd 1.6, which lacks the call, use
+//     SetError("GetContainerEvents", status.Error(codes.Unimplemented, ""));
+//   - the exec, attach, port-forward and other streaming calls answer
+//     Unimplemented;
 //   - times come from Config.Clock, so a fake clock gives fixed timestamps.
 //
 // It does behave like containerd where a runtime manager depends on it:

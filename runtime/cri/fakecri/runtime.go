@@ -51,6 +51,8 @@ func (r *runtimeServer) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPo
 	}
 	s.Runtime.Lock()
 	s.Runtime.Sandboxes[id].CreatedAt = s.clock.Now().UnixNano()
+	s.publishLocked(id, id, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	s.publishLocked(id, id, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	s.Runtime.Unlock()
 	s.sandboxConfigs[id] = cfg
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
@@ -69,12 +71,14 @@ func (r *runtimeServer) StopPodSandbox(ctx context.Context, req *runtimeapi.Stop
 	for _, c := range s.Runtime.Containers {
 		if c.SandboxID == req.PodSandboxId && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			s.exitLocked(c, 137)
+			s.publishLocked(c.Id, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 		}
 	}
 	s.Runtime.Unlock()
 	if err := s.Runtime.StopPodSandbox(ctx, req.PodSandboxId); err != nil {
 		return nil, err
 	}
+	s.publish(req.PodSandboxId, req.PodSandboxId, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 	return &runtimeapi.StopPodSandboxResponse{}, nil
 }
 
@@ -87,11 +91,16 @@ func (r *runtimeServer) RemovePodSandbox(ctx context.Context, req *runtimeapi.Re
 		if c.SandboxID == req.PodSandboxId {
 			delete(s.Runtime.Containers, id)
 			delete(s.stopTimeouts, id)
+			s.publishLocked(id, req.PodSandboxId, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 		}
 	}
+	_, existed := s.Runtime.Sandboxes[req.PodSandboxId]
 	s.Runtime.Unlock()
 	if err := s.Runtime.RemovePodSandbox(ctx, req.PodSandboxId); err != nil {
 		return nil, err
+	}
+	if existed {
+		s.publish(req.PodSandboxId, req.PodSandboxId, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
 	}
 	delete(s.sandboxConfigs, req.PodSandboxId)
 	return &runtimeapi.RemovePodSandboxResponse{}, nil
@@ -144,6 +153,7 @@ func (r *runtimeServer) CreateContainer(ctx context.Context, req *runtimeapi.Cre
 			c.LogPath = filepath.Join(dir, cfg.LogPath)
 		}
 	}
+	s.publishLocked(id, req.PodSandboxId, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	s.Runtime.Unlock()
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
@@ -177,8 +187,10 @@ func (r *runtimeServer) StartContainer(ctx context.Context, req *runtimeapi.Star
 			return nil, status.Errorf(codes.Internal, "writing log: %v", err)
 		}
 	}
+	s.publishLocked(c.Id, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	if b.ExitOnStart {
 		s.exitLocked(c, b.ExitCode)
+		s.publishLocked(c.Id, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 	}
 	return &runtimeapi.StartContainerResponse{}, nil
 }
@@ -212,9 +224,11 @@ func (r *runtimeServer) StopContainer(_ context.Context, req *runtimeapi.StopCon
 		s.stopTimeouts[req.ContainerId] = req.Timeout
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			s.exitLocked(c, 0)
+			s.publishLocked(c.Id, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 		} else if c.State == runtimeapi.ContainerState_CONTAINER_CREATED {
 			c.State = runtimeapi.ContainerState_CONTAINER_EXITED
 			c.FinishedAt = s.clock.Now().UnixNano()
+			s.publishLocked(c.Id, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 		}
 	}
 	s.Runtime.Unlock()
@@ -231,6 +245,10 @@ func (r *runtimeServer) RemoveContainer(ctx context.Context, req *runtimeapi.Rem
 	s.Runtime.Lock()
 	c, ok := s.Runtime.Containers[req.ContainerId]
 	running := ok && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING
+	sandboxID := ""
+	if ok {
+		sandboxID = c.SandboxID
+	}
 	s.Runtime.Unlock()
 	if running {
 		return nil, status.Errorf(codes.FailedPrecondition, "container %q is running, stop it first", req.ContainerId)
@@ -239,6 +257,9 @@ func (r *runtimeServer) RemoveContainer(ctx context.Context, req *runtimeapi.Rem
 		return nil, err
 	}
 	delete(s.stopTimeouts, req.ContainerId)
+	if ok {
+		s.publish(req.ContainerId, sandboxID, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	}
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
 

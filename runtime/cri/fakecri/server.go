@@ -63,6 +63,7 @@ type Server struct {
 	sandboxConfigs map[string]*runtimeapi.PodSandboxConfig
 	behaviors      map[string]Behavior
 	stopTimeouts   map[string]int64
+	events         subscribers
 
 	injMu     sync.Mutex
 	calls     map[string]int
@@ -224,6 +225,7 @@ func (s *Server) Exit(containerID string, code int32) error {
 		return fmt.Errorf("fakecri: container %q is %s, not running", containerID, c.State)
 	}
 	s.exitLocked(c, code)
+	s.publishLocked(containerID, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 	return nil
 }
 
