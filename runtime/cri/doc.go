@@ -14,7 +14,8 @@
 //   - WatchContainerEvents over GetContainerEvents (runtime.ErrNotSupported
 //     on containerd 1.6, so an evented PLEG falls back to relisting);
 //   - KillPod (containers stopped in parallel with the effective grace
-//     period, then the sandboxes) and RemovePod;
+//     period, then the sandboxes), RemovePod, and GarbageCollect (dead
+//     containers beyond policy, empty old sandboxes, killed pods);
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
 //     pulls, pull back-off;
 //   - sandbox and container configs from the pod spec, and the kubelet's wire
@@ -25,7 +26,7 @@
 // Not (yet) covered: env from API objects and envFrom (a
 // CreateContainerConfigError), volumes other than hostPath, pull secrets,
 // lifecycle hooks, probes, the termination-message file, QoS OOM scores and
-// cgroup parents, garbage collection (RemovePod cleans a deleted pod up).
+// cgroup parents, removal of single containers' log files.
 //
 // Usage:
 //

@@ -155,6 +155,10 @@ func TestRealCrashLoopBacksOff(t *testing.T) {
 		_, err := os.Stat(filepath.Join(logs, "test_crashloop_uid-crashloop", "main", strconv.Itoa(i)+".log"))
 		require.NoError(t, err, "a log per restart")
 	}
+	require.NoError(t, m.GarbageCollect(ctx, runtime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}, false))
+	st, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	require.NoError(t, err)
+	require.Len(t, st.ContainerStatuses, 1, "garbage collection keeps one dead instance")
 }
 
 func TestRealKillPodHonoursGracePeriod(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
@@ -83,6 +85,11 @@ type Manager struct {
 	name    string
 	version string
 	images  *puller
+
+	// killed holds the pods KillPod stopped since their last SyncPod, which
+	// GarbageCollect may remove.
+	killedMu sync.Mutex
+	killed   map[types.UID]struct{}
 }
 
 var (
@@ -98,7 +105,7 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 	if err := setDefaults(&c); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: c, clock: c.Clock, log: c.Log}
+	m := &Manager{cfg: c, clock: c.Clock, log: c.Log, killed: map[types.UID]struct{}{}}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.MaxMsgSize), grpc.MaxCallSendMsgSize(c.MaxMsgSize)),

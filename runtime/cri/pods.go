@@ -114,12 +114,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		return nil, wrapErr("ListPodSandbox", err)
 	}
 	items := sbs.Items
-	sort.Slice(items, func(i, j int) bool {
-		if items[i].CreatedAt != items[j].CreatedAt {
-			return items[i].CreatedAt > items[j].CreatedAt
-		}
-		return items[i].GetMetadata().GetAttempt() > items[j].GetMetadata().GetAttempt()
-	})
+	sortSandboxesNewestFirst(items)
 	for i, sb := range items {
 		ss := &runtime.SandboxStatus{
 			ID:        sb.Id,
@@ -216,6 +211,11 @@ func (m *Manager) containerStatus(s *runtimeapi.ContainerStatus) *runtime.Contai
 // comes from the container's annotations. Stopped containers and sandboxes
 // stay until RemovePod or the runtime's garbage collection.
 func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, runningPod runtime.Pod, gracePeriodOverride *int64) error {
+	uid := runningPod.ID
+	if pod != nil {
+		uid = pod.UID
+	}
+	m.markKilled(uid)
 	res := m.killPod(ctx, pod, runningPod, gracePeriodOverride)
 	return res.Error()
 }
@@ -301,4 +301,13 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func sortSandboxesNewestFirst(items []*runtimeapi.PodSandbox) {
+	sort.Slice(items, func(i, j int) bool {
+		if items[i].CreatedAt != items[j].CreatedAt {
+			return items[i].CreatedAt > items[j].CreatedAt
+		}
+		return items[i].GetMetadata().GetAttempt() > items[j].GetMetadata().GetAttempt()
+	})
 }

@@ -39,7 +39,11 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		})
 		return res
 	}
-	m.execute(ctx, pod, status, pullSecrets, backoff, runtime.ComputePodActions(pod, status), &res)
+	actions := runtime.ComputePodActions(pod, status)
+	if actions.CreateSandbox {
+		m.forgetKilled(pod.UID) // the pod lives again
+	}
+	m.execute(ctx, pod, status, pullSecrets, backoff, actions, &res)
 	return res
 }
 

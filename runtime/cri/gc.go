@@ -1,0 +1,160 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+var _ runtime.GarbageCollector = (*Manager)(nil)
+
+// GarbageCollect removes dead (not running) containers older than
+// policy.MinAge beyond policy.MaxPerPodContainer per pod and container name
+// and beyond policy.MaxContainers in all, oldest first; then stopped
+// sandboxes that hold no container and are not their pod's newest. With
+// allSourcesReady it also removes pods that KillPod stopped (and no SyncPod
+// restarted) once nothing of them runs, with their log directories: the CRI
+// cannot tell which pods are deleted, so KillPod stands in for the kubelet's
+// "pod is deleted" check.
+func (m *Manager) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, allSourcesReady bool) error {
+	ctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	cs, err := m.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return wrapErr("ListContainers", err)
+	}
+	sbs, err := m.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return wrapErr("ListPodSandbox", err)
+	}
+	type pod struct {
+		containers []*runtimeapi.Container
+		sandboxes  []*runtimeapi.PodSandbox
+		live       bool
+	}
+	pods := map[types.UID]*pod{}
+	get := func(labels map[string]string) *pod {
+		uid := types.UID(labels[LabelPodUID])
+		if uid == "" {
+			return nil // not ours to collect
+		}
+		if pods[uid] == nil {
+			pods[uid] = &pod{}
+		}
+		return pods[uid]
+	}
+	for _, c := range cs.Containers {
+		if p := get(c.Labels); p != nil {
+			p.containers = append(p.containers, c)
+			p.live = p.live || c.State == runtimeapi.ContainerState_CONTAINER_RUNNING
+		}
+	}
+	for _, sb := range sbs.Items {
+		if p := get(sb.Labels); p != nil {
+			p.sandboxes = append(p.sandboxes, sb)
+			p.live = p.live || sb.State == runtimeapi.PodSandboxState_SANDBOX_READY
+		}
+	}
+
+	var errs []error
+	removeContainer := func(id string) bool {
+		if _, err := m.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+			errs = append(errs, wrapErr("RemoveContainer", err))
+			return false
+		}
+		return true
+	}
+	removeSandbox := func(id string) {
+		if _, err := m.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+			errs = append(errs, wrapErr("RemovePodSandbox", err))
+		}
+	}
+	now := m.clock.Now().UnixNano()
+	var survivors []*runtimeapi.Container
+	removed := map[string]bool{}
+	for uid, p := range pods {
+		if allSourcesReady && !p.live && m.wasKilled(uid) {
+			for _, c := range p.containers {
+				removed[c.Id] = removeContainer(c.Id)
+			}
+			for _, sb := range p.sandboxes {
+				removeSandbox(sb.Id)
+			}
+			if len(p.sandboxes) > 0 {
+				md := p.sandboxes[0].Metadata
+				dir := filepath.Join(m.cfg.PodLogsRoot, md.GetNamespace()+"_"+md.GetName()+"_"+md.GetUid())
+				if err := os.RemoveAll(dir); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			m.forgetKilled(uid)
+			continue
+		}
+		sort.Slice(p.containers, func(i, j int) bool { return p.containers[i].CreatedAt > p.containers[j].CreatedAt })
+		perName := map[string]int{}
+		for _, c := range p.containers {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING || now-c.CreatedAt < policy.MinAge.Nanoseconds() {
+				continue
+			}
+			name := c.Labels[LabelContainerName]
+			perName[name]++
+			if policy.MaxPerPodContainer >= 0 && perName[name] > policy.MaxPerPodContainer {
+				removed[c.Id] = removeContainer(c.Id)
+				continue
+			}
+			survivors = append(survivors, c)
+		}
+	}
+	if policy.MaxContainers >= 0 && len(survivors) > policy.MaxContainers {
+		sort.Slice(survivors, func(i, j int) bool { return survivors[i].CreatedAt < survivors[j].CreatedAt })
+		for _, c := range survivors[:len(survivors)-policy.MaxContainers] {
+			removed[c.Id] = removeContainer(c.Id)
+		}
+	}
+	// Stopped sandboxes without containers, except each pod's newest (it
+	// carries the attempt count).
+	for _, p := range pods {
+		if len(p.sandboxes) < 2 {
+			continue
+		}
+		used := map[string]bool{}
+		for _, c := range p.containers {
+			if !removed[c.Id] {
+				used[c.PodSandboxId] = true
+			}
+		}
+		sortSandboxesNewestFirst(p.sandboxes)
+		for _, sb := range p.sandboxes[1:] {
+			if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY && !used[sb.Id] {
+				removeSandbox(sb.Id)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) markKilled(uid types.UID) {
+	m.killedMu.Lock()
+	defer m.killedMu.Unlock()
+	m.killed[uid] = struct{}{}
+}
+
+func (m *Manager) forgetKilled(uid types.UID) {
+	m.killedMu.Lock()
+	defer m.killedMu.Unlock()
+	delete(m.killed, uid)
+}
+
+func (m *Manager) wasKilled(uid types.UID) bool {
+	m.killedMu.Lock()
+	defer m.killedMu.Unlock()
+	_, ok := m.killed[uid]
+	return ok
+}
