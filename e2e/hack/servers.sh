@@ -7,8 +7,9 @@
 #   bash e2e/hack/servers.sh dir     # print the directory only
 #
 # Cache: ${NODEKIT_E2E_CACHE:-$HOME/.cache/nodekit-e2e}/kube-<v>-etcd-<v>/
-# Parallelism: $NODEKIT_E2E_BUILD_P (go build -p), default 1: kube-apiserver
-# needs about 2 GB of memory per compile job at its peak.
+# Parallelism: $NODEKIT_E2E_BUILD_P (go build -p). Default: one job per core
+# and per 3 GB of available memory (a compile or link of kube-apiserver peaks
+# at about 2.8 GB), at least 1.
 set -euo pipefail
 tools="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tools" && pwd)"
 cd "$tools"
@@ -27,11 +28,20 @@ mkdir -p "$dir"
 exec 9>"$dir/.lock"
 flock 9 # concurrent test binaries wait for one build
 
+jobs=${NODEKIT_E2E_BUILD_P:-}
+if [ -z "$jobs" ]; then
+	mem_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)
+	jobs=$(( mem_kb / (3 * 1024 * 1024) ))
+	cores=$(nproc 2>/dev/null || echo 1)
+	if [ "$jobs" -gt "$cores" ]; then jobs=$cores; fi
+	if [ "$jobs" -lt 1 ]; then jobs=1; fi
+fi
+
 build() { # name package [ldflags]
 	if [ -x "$dir/$1" ]; then return; fi
-	echo "servers.sh: building $1 from $2 into $dir" >&2
+	echo "servers.sh: building $1 from $2 into $dir (go build -p $jobs)" >&2
 	local start=$SECONDS
-	GOFLAGS="-p=${NODEKIT_E2E_BUILD_P:-1} -buildvcs=false" \
+	GOFLAGS="-p=$jobs -buildvcs=false" \
 		go build -trimpath -ldflags "${3:-}" -o "$dir/.$1.tmp" "$2" >&2
 	mv "$dir/.$1.tmp" "$dir/$1"
 	echo "servers.sh: built $1 in $((SECONDS - start))s" >&2
