@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/nodekit/nodekit/e2e/cluster"
 )
 
 func testPod(name, node string) *corev1.Pod {
@@ -73,5 +77,32 @@ func TestHarnessRestartAndCompaction(t *testing.T) {
 		if st, _ := ev.Object.(*metav1.Status); st == nil || st.Code != http.StatusGone {
 			t.Fatalf("watch error %+v, want code 410", ev.Object)
 		}
+	})
+}
+
+func TestHarnessFailures(t *testing.T) {
+	t.Run("missing binaries are a config error", func(t *testing.T) {
+		_, err := cluster.Start(t.Context(), cluster.Config{Binaries: cluster.Binaries{Etcd: "/nonexistent/etcd", APIServer: "/nonexistent/kube-apiserver"}})
+		if !errors.Is(err, cluster.ErrInvalidConfig) || !errors.Is(err, cluster.ErrNoBinaries) {
+			t.Fatalf("Start: %v, want ErrInvalidConfig and ErrNoBinaries", err)
+		}
+	})
+
+	t.Run("an apiserver that cannot start fails Start with its log and leaves nothing behind", func(t *testing.T) {
+		if servers.err != nil {
+			t.Skipf("no etcd/kube-apiserver: %v", servers.err)
+		}
+		dir := t.TempDir()
+		_, err := cluster.Start(t.Context(), cluster.Config{Binaries: servers.bins, Dir: dir, APIServerArgs: []string{"--no-such-flag"}})
+		if err == nil || !strings.Contains(err.Error(), "no-such-flag") {
+			t.Fatalf("Start: %v, want an error quoting the apiserver's complaint", err)
+		}
+		// etcd was stopped: its data directory is no longer locked, so a
+		// second etcd can open it.
+		c, err := cluster.Start(t.Context(), cluster.Config{Binaries: servers.bins, Dir: dir})
+		if err != nil {
+			t.Fatalf("a cluster on the same directory after the failure: %v", err)
+		}
+		c.Stop()
 	})
 }
