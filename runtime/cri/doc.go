@@ -17,14 +17,14 @@
 //     period, then the sandboxes), RemovePod, and GarbageCollect (dead
 //     containers beyond policy, empty old sandboxes, killed pods);
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
-//     pulls, pull back-off;
+//     pulls, pull back-off, credentials from image pull secrets;
 //   - sandbox and container configs from the pod spec, and the kubelet's wire
 //     conventions: the io.kubernetes.* labels and annotations (read back by
 //     GetPods and GetPodStatus) and the log layout
 //     <PodLogsRoot>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
 //
 // Not (yet) covered: env from API objects and envFrom (a
-// CreateContainerConfigError), volumes other than hostPath, pull secrets,
+// CreateContainerConfigError), volumes other than hostPath,
 // lifecycle hooks, probes, the termination-message file, QoS OOM scores and
 // cgroup parents, removal of single containers' log files.
 //

@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -98,7 +99,7 @@ func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandb
 		msg = fmt.Sprintf("Back-off pulling image %q", image)
 		return "", msg, fmt.Errorf("%w: %s", runtime.ErrImagePullBackOff, msg)
 	}
-	ref, err = p.pull(ctx, spec, sandbox)
+	ref, err = p.pull(ctx, spec, sandbox, credentials(image, pullSecrets))
 	if err != nil {
 		now := p.clock.Now()
 		p.backoff.Next(key, now)
@@ -117,7 +118,9 @@ func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandb
 	return ref, "", nil
 }
 
-func (p *puller) pull(ctx context.Context, spec *runtimeapi.ImageSpec, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+// pull pulls with each matching credential in turn until one works, or
+// anonymously when none matches.
+func (p *puller) pull(ctx context.Context, spec *runtimeapi.ImageSpec, sandbox *runtimeapi.PodSandboxConfig, auths []*runtimeapi.AuthConfig) (string, error) {
 	if p.limit != nil && !p.limit.tryTake() {
 		return "", fmt.Errorf("pull QPS exceeded")
 	}
@@ -127,11 +130,18 @@ func (p *puller) pull(ctx context.Context, spec *runtimeapi.ImageSpec, sandbox *
 		return "", ctx.Err()
 	}
 	defer func() { <-p.slots }()
-	resp, err := p.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox})
-	if err != nil {
-		return "", err
+	if len(auths) == 0 {
+		auths = []*runtimeapi.AuthConfig{nil}
 	}
-	return resp.ImageRef, nil
+	var errs []error
+	for _, auth := range auths {
+		resp, err := p.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: auth, SandboxConfig: sandbox})
+		if err == nil {
+			return resp.ImageRef, nil
+		}
+		errs = append(errs, err)
+	}
+	return "", errors.Join(errs...)
 }
 
 // tokenBucket is a token bucket of burst tokens refilled at qps per second.
@@ -166,10 +176,10 @@ func (b *tokenBucket) tryTake() bool {
 	return true
 }
 
-// PullImage pulls image (subject to the pull QPS and parallelism limits) and
-// returns its reference. Pull secrets are not used yet.
-func (m *Manager) PullImage(ctx context.Context, image string, _ []v1.Secret) (string, error) {
-	ref, err := m.images.pull(ctx, &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image}, nil)
+// PullImage pulls image (subject to the pull QPS and parallelism limits)
+// with the matching credentials of pullSecrets and returns its reference.
+func (m *Manager) PullImage(ctx context.Context, image string, pullSecrets []v1.Secret) (string, error) {
+	ref, err := m.images.pull(ctx, &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image}, nil, credentials(image, pullSecrets))
 	if err != nil {
 		return "", fmt.Errorf("cri PullImage %q: %w: %w", image, runtime.ErrImagePull, err)
 	}

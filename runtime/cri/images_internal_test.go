@@ -53,7 +53,7 @@ func TestPullParallelism(t *testing.T) {
 			var wg sync.WaitGroup
 			for range n {
 				wg.Go(func() {
-					_, err := p.pull(context.Background(), &runtimeapi.ImageSpec{Image: "x"}, nil)
+					_, err := p.pull(context.Background(), &runtimeapi.ImageSpec{Image: "x"}, nil, nil)
 					require.NoError(t, err)
 				})
 			}

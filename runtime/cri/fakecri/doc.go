@@ -12,7 +12,8 @@
 //   - injectable errors per method, once (FailNext) or until cleared
 //     (SetError), and injectable latency per method (SetLatency);
 //   - per-method call counters (Calls, CallCounts, ResetCalls);
-//   - the timeout each StopContainer received (StopTimeout).
+//   - the timeout each StopContainer received (StopTimeout) and the image
+//     and credential of each pull (Pulls).
 //
 // Usage:
 //

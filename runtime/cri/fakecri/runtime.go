@@ -361,6 +361,9 @@ func (i *imageServer) PullImage(ctx context.Context, req *runtimeapi.PullImageRe
 	if req.GetImage() == nil {
 		return nil, status.Error(codes.InvalidArgument, "image spec required")
 	}
+	i.s.pullsMu.Lock()
+	i.s.pulls = append(i.s.pulls, Pull{Image: req.Image.Image, Auth: req.Auth})
+	i.s.pullsMu.Unlock()
 	ref, err := i.s.Images.PullImage(ctx, req.Image, req.Auth, req.SandboxConfig)
 	if err != nil {
 		return nil, err

@@ -65,6 +65,9 @@ type Server struct {
 	stopTimeouts   map[string]int64
 	events         subscribers
 
+	pullsMu sync.Mutex
+	pulls   []Pull
+
 	injMu     sync.Mutex
 	calls     map[string]int
 	failNext  map[string][]error
@@ -227,6 +230,20 @@ func (s *Server) Exit(containerID string, code int32) error {
 	s.exitLocked(c, code)
 	s.publishLocked(containerID, c.SandboxID, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 	return nil
+}
+
+// Pull is one PullImage that reached the fake (not failed by injection).
+type Pull struct {
+	Image string
+	// Auth is the credential sent, nil for an anonymous pull.
+	Auth *runtimeapi.AuthConfig
+}
+
+// Pulls returns the pulls so far, in order.
+func (s *Server) Pulls() []Pull {
+	s.pullsMu.Lock()
+	defer s.pullsMu.Unlock()
+	return append([]Pull(nil), s.pulls...)
 }
 
 // ContainerIDs returns the IDs of the containers named name, sorted.
