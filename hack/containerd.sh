@@ -73,6 +73,7 @@ build_layer() {
 write_config() {
 	local runc; runc=$(command -v runc) || die "runc not found: apt-get install -y runc"
 	mkdir -p "$D/cni/conf" "$D/cni/ipam"
+	echo "$BRIDGE" >"$D/bridge" # for down
 	cat >"$D/config.toml" <<TOML
 version = 2
 root = "$D/root"
@@ -137,6 +138,8 @@ up() {
 	command -v containerd >/dev/null || die "containerd not found: apt-get install -y containerd runc containernetworking-plugins busybox-static"
 	[ -x "$CNI_BIN/bridge" ] || die "$CNI_BIN/bridge not found: apt-get install -y containernetworking-plugins"
 	D=$(mktemp -d "${TMPDIR:-/tmp}/nodekit-containerd.XXXXXX")
+	# A failed start leaves nothing behind either.
+	trap 'rc=$?; if [ $rc -ne 0 ]; then log "start failed, cleaning up"; down "$D" || true; fi' EXIT
 	WORK="$D/work"
 	mkdir -p "$WORK"
 	write_config
@@ -212,6 +215,7 @@ down() {
 		umount -l "$m" 2>/dev/null || true
 		rm -f "$m"
 	done
+	[ -f "$D/bridge" ] && BRIDGE=$(cat "$D/bridge")
 	ip link delete "$BRIDGE" >/dev/null 2>&1 || true
 	rm -rf "$D"
 	log "containerd in $D is down"
