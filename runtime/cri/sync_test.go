@@ -1,6 +1,7 @@
 package cri_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -8,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/cri/fakecri"
 )
 
@@ -239,4 +241,34 @@ func TestContainerInUnknownStateIsKilledBeforeRestart(t *testing.T) {
 	_, stopped := e.srv.StopTimeout(id)
 	require.True(t, stopped, "the unknown container got a StopContainer")
 	require.Len(t, e.srv.ContainerIDs("main"), 2)
+}
+
+func TestPodsSyncConcurrently(t *testing.T) {
+	e := newFakeEnv(t, func(c *cri.Config) { c.MaxParallelImagePulls = 2 })
+	const n = 8
+	done := make(chan error, n)
+	for i := range n {
+		go func() {
+			pod := newPod(fmt.Sprintf("c%d", i), "", withImage(fmt.Sprintf("img%d:1", i%3), v1.PullIfNotPresent))
+			st, err := e.m.GetPodStatus(e.ctx, pod.UID, pod.Name, pod.Namespace)
+			if err != nil {
+				done <- err
+				return
+			}
+			res := e.m.SyncPod(e.ctx, pod, st, nil, nil)
+			done <- res.Error()
+		}()
+	}
+	for range n {
+		_, err := e.m.GetPods(e.ctx, true)
+		require.NoError(t, err)
+		require.NoError(t, <-done)
+	}
+	pods, err := e.m.GetPods(e.ctx, false)
+	require.NoError(t, err)
+	require.Len(t, pods, n)
+	for _, p := range pods {
+		require.Len(t, p.Containers, 1)
+		require.Equal(t, runtime.ContainerStateRunning, p.Containers[0].State)
+	}
 }
