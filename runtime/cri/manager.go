@@ -137,7 +137,7 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 		}
 		return nil, fmt.Errorf("cri: %w at %s: %v", ErrRuntimeUnavailable, c.Endpoint, err)
 	}
-	if v.RuntimeApiVersion != "" && v.RuntimeApiVersion != "v1" && !strings.HasPrefix(v.RuntimeApiVersion, "v1") {
+	if strings.HasPrefix(v.RuntimeApiVersion, "v1alpha") {
 		m.Close()
 		return nil, fmt.Errorf("cri: runtime at %s speaks CRI %q, want v1: %w", c.Endpoint, v.RuntimeApiVersion, runtime.ErrNotSupported)
 	}
