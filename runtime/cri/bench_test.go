@@ -70,7 +70,7 @@ func BenchmarkRealPodStart(b *testing.B) {
 	endpoint, image := testenv.CRIEndpoint(b), testenv.TestImage(b)
 	ctx := context.Background()
 	timer := &callTimer{per: map[string]time.Duration{}}
-	m, err := cri.New(ctx, cri.Config{Endpoint: endpoint, PodLogsRoot: b.TempDir(), DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(timer.intercept)}})
+	m, err := cri.New(ctx, cri.Config{Endpoint: endpoint, PodLogsRoot: b.TempDir(), PodsRoot: b.TempDir(), DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(timer.intercept)}})
 	if err != nil {
 		b.Fatal(err)
 	}

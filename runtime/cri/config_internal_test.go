@@ -35,7 +35,7 @@ func TestExpand(t *testing.T) {
 }
 
 func TestContainerConfig(t *testing.T) {
-	m := &Manager{cfg: Config{PodLogsRoot: "/logs"}}
+	m := &Manager{cfg: Config{PodLogsRoot: "/logs", PodsRoot: "/pods"}}
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
 		Spec: v1.PodSpec{
@@ -55,8 +55,10 @@ func TestContainerConfig(t *testing.T) {
 		SecurityContext: &v1.SecurityContext{RunAsUser: ptr.To[int64](7), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 			Capabilities: &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}, Drop: []v1.Capability{"ALL"}}},
 	}
-	cfg, err := m.containerConfig(pod, c, containerTypeRegular, 3, "sha256:abc")
+	cfg, prep, err := m.containerConfig(pod, c, containerTypeRegular, 3, "sha256:abc")
 	require.NoError(t, err)
+	require.Empty(t, prep.dirs)
+	require.Empty(t, prep.files)
 	require.Equal(t, uint32(3), cfg.Metadata.Attempt)
 	require.Equal(t, "c/3.log", cfg.LogPath)
 	require.Equal(t, "sha256:abc", cfg.Image.Image)
@@ -82,10 +84,48 @@ func TestContainerConfig(t *testing.T) {
 	require.EqualValues(t, 2, sb.Metadata.Attempt)
 	require.Equal(t, runtimeapi.NamespaceMode_NODE, sb.Linux.SecurityContext.NamespaceOptions.Network)
 
-	pod.Spec.Volumes[0].HostPath = nil
-	pod.Spec.Volumes[0].EmptyDir = &v1.EmptyDirVolumeSource{}
-	_, err = m.containerConfig(pod, c, containerTypeRegular, 0, "img")
-	require.ErrorIs(t, err, runtime.ErrCreateContainerConfig)
+}
+
+func TestVolumes(t *testing.T) {
+	m := &Manager{cfg: Config{PodsRoot: "/pods"}}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec: v1.PodSpec{Volumes: []v1.Volume{
+			{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/srv"}}},
+			{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+			{Name: "ram", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+			{Name: "cm", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}},
+		}},
+	}
+	mount := func(vm ...v1.VolumeMount) *v1.Container {
+		return &v1.Container{Name: "c", VolumeMounts: vm, TerminationMessagePath: "/dev/termination-log"}
+	}
+	t.Run("hostPath, emptyDir with subPath, and the termination file", func(t *testing.T) {
+		got, prep, err := m.mounts(pod, mount(
+			v1.VolumeMount{Name: "host", MountPath: "/h", ReadOnly: true},
+			v1.VolumeMount{Name: "cache", MountPath: "/c", SubPath: "sub"},
+		))
+		require.NoError(t, err)
+		require.Len(t, got, 3)
+		require.Equal(t, &runtimeapi.Mount{ContainerPath: "/h", HostPath: "/srv", Readonly: true}, got[0])
+		require.Equal(t, &runtimeapi.Mount{ContainerPath: "/c", HostPath: "/pods/u/volumes/kubernetes.io~empty-dir/cache/sub"}, got[1])
+		require.Equal(t, "/dev/termination-log", got[2].ContainerPath)
+		require.Regexp(t, `^/pods/u/containers/c/[0-9a-f]{16}$`, got[2].HostPath)
+		require.Equal(t, []string{"/pods/u/volumes/kubernetes.io~empty-dir/cache", "/pods/u/volumes/kubernetes.io~empty-dir/cache/sub"}, prep.dirs)
+		require.Equal(t, []string{got[2].HostPath}, prep.files)
+	})
+	for name, vm := range map[string]v1.VolumeMount{
+		"memory emptyDir is refused":       {Name: "ram", MountPath: "/r"},
+		"configMap is refused":             {Name: "cm", MountPath: "/m"},
+		"undeclared volume is refused":     {Name: "nope", MountPath: "/n"},
+		"subPath leaving the volume fails": {Name: "cache", MountPath: "/c", SubPath: "../../etc"},
+		"absolute subPath fails":           {Name: "cache", MountPath: "/c", SubPath: "/etc"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := m.mounts(pod, mount(vm))
+			require.ErrorIs(t, err, runtime.ErrCreateContainerConfig)
+		})
+	}
 }
 
 func TestNoResourcesGetMinimumShares(t *testing.T) {

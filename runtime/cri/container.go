@@ -2,6 +2,8 @@ package cri
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -31,26 +33,26 @@ func (m *Manager) checkPod(pod *v1.Pod) error {
 }
 
 // containerConfig builds the CRI config of one container instance.
-func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, ctype string, restartCount int, imageRef string) (*runtimeapi.ContainerConfig, error) {
+func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, ctype string, restartCount int, imageRef string) (*runtimeapi.ContainerConfig, hostPaths, error) {
 	if !m.cfg.AllowPrivileged && c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
-		return nil, errConfig("container %q is privileged, but privileged containers are not allowed (Config.AllowPrivileged is off)", c.Name)
+		return nil, hostPaths{}, errConfig("container %q is privileged, but privileged containers are not allowed (Config.AllowPrivileged is off)", c.Name)
 	}
 	if len(c.EnvFrom) > 0 {
-		return nil, errConfig("container %q: envFrom is not supported: only plain env values are", c.Name)
+		return nil, hostPaths{}, errConfig("container %q: envFrom is not supported: only plain env values are", c.Name)
 	}
 	env := make(map[string]string, len(c.Env))
 	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
 	for _, e := range c.Env {
 		if e.ValueFrom != nil {
-			return nil, errConfig("container %q: env %q takes its value from an API object, which is not supported: only plain values are", c.Name, e.Name)
+			return nil, hostPaths{}, errConfig("container %q: env %q takes its value from an API object, which is not supported: only plain values are", c.Name, e.Name)
 		}
 		v := expand(e.Value, env)
 		env[e.Name] = v
 		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
 	}
-	mounts, err := mounts(pod, c)
+	mounts, prep, err := m.mounts(pod, c)
 	if err != nil {
-		return nil, err
+		return nil, prep, err
 	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
@@ -71,11 +73,21 @@ func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, ctype string, re
 			SecurityContext: securityContext(pod, c),
 		},
 	}
-	return cfg, nil
+	return cfg, prep, nil
 }
 
-func mounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
+// hostPaths are what must exist on the host before a container is created.
+type hostPaths struct {
+	dirs  []string
+	files []string
+}
+
+// mounts maps the container's volume mounts (hostPath and emptyDir) and its
+// termination-message file to CRI mounts.
+func (m *Manager) mounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, hostPaths, error) {
 	var out []*runtimeapi.Mount
+	var prep hostPaths
+	podDir := filepath.Join(m.cfg.PodsRoot, string(pod.UID))
 	for _, vm := range c.VolumeMounts {
 		var vol *v1.Volume
 		for i := range pod.Spec.Volumes {
@@ -84,18 +96,74 @@ func mounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
 			}
 		}
 		if vol == nil {
-			return nil, errConfig("container %q mounts volume %q, which the pod does not declare", c.Name, vm.Name)
+			return nil, prep, errConfig("container %q mounts volume %q, which the pod does not declare", c.Name, vm.Name)
 		}
-		if vol.HostPath == nil {
-			return nil, errConfig("container %q mounts volume %q: only hostPath volumes are supported", c.Name, vm.Name)
+		var hp string
+		switch {
+		case vol.HostPath != nil:
+			hp = vol.HostPath.Path
+		case vol.EmptyDir != nil:
+			if vol.EmptyDir.Medium != v1.StorageMediumDefault {
+				return nil, prep, errConfig("container %q mounts volume %q: emptyDir medium %q is not supported, only the node's disk", c.Name, vm.Name, vol.EmptyDir.Medium)
+			}
+			hp = filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", vol.Name)
+			prep.dirs = append(prep.dirs, hp)
+		default:
+			return nil, prep, errConfig("container %q mounts volume %q: only hostPath and emptyDir volumes are supported", c.Name, vm.Name)
 		}
-		hp := vol.HostPath.Path
 		if vm.SubPath != "" {
+			if filepath.IsAbs(vm.SubPath) || strings.HasPrefix(filepath.Clean(vm.SubPath), "..") {
+				return nil, prep, errConfig("container %q mounts volume %q: subPath %q must be relative and stay inside the volume", c.Name, vm.Name, vm.SubPath)
+			}
 			hp = filepath.Join(hp, vm.SubPath)
+			if vol.EmptyDir != nil {
+				prep.dirs = append(prep.dirs, hp)
+			}
 		}
 		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: hp, Readonly: vm.ReadOnly})
 	}
-	return out, nil
+	if c.TerminationMessagePath != "" {
+		// A fresh file per instance, as the kubelet's, so a restart does not
+		// inherit the last instance's message.
+		f := filepath.Join(podDir, "containers", c.Name, randomID())
+		prep.files = append(prep.files, f)
+		out = append(out, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: f})
+	}
+	return out, prep, nil
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (p hostPaths) create() error {
+	for _, d := range p.dirs {
+		if err := os.MkdirAll(d, 0o777); err != nil {
+			return err
+		}
+		// Any user of the pod may write its emptyDir, whatever the umask.
+		if err := os.Chmod(d, 0o777); err != nil {
+			return err
+		}
+	}
+	for _, f := range p.files {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return err
+		}
+		fh, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY, 0o666)
+		if err != nil {
+			return err
+		}
+		if err := fh.Close(); err != nil {
+			return err
+		}
+		if err := os.Chmod(f, 0o666); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // expand replaces $(VAR) by env's value, leaves unknown references as they
@@ -246,8 +314,12 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandbox 
 	} else {
 		restartCount = restartCountFromLogs(filepath.Join(sandbox.LogDirectory, c.Name))
 	}
-	cfg, err := m.containerConfig(pod, c, ctype, restartCount, ref)
+	cfg, prep, err := m.containerConfig(pod, c, ctype, restartCount, ref)
 	if err != nil {
+		return err.Error(), err
+	}
+	if err := prep.create(); err != nil {
+		err = errConfig("container %q: preparing its volumes: %v", c.Name, err)
 		return err.Error(), err
 	}
 	cctx, cancel := m.callCtx(ctx, 0)

@@ -23,10 +23,13 @@
 //     GetPods and GetPodStatus) and the log layout
 //     <PodLogsRoot>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
 //
-// Not (yet) covered: env from API objects and envFrom (a
-// CreateContainerConfigError), volumes other than hostPath,
-// lifecycle hooks, probes, the termination-message file, QoS OOM scores and
-// cgroup parents, removal of single containers' log files.
+// Volumes are hostPath and emptyDir (on disk, under PodsRoot); the
+// termination-message file is mounted and read back into the status message,
+// with FallbackToLogsOnError.
+//
+// Not (yet) covered: env from API objects and envFrom, other volume types (a
+// CreateContainerConfigError, nothing started), lifecycle hooks, probes, QoS
+// OOM scores and cgroup parents, removal of single containers' log files.
 //
 // Usage:
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,14 +22,14 @@ func ExampleNew() {
 	}
 	defer srv.Close()
 
-	logs, err := os.MkdirTemp("", "pod-logs")
+	dir, err := os.MkdirTemp("", "nodekit-example")
 	if err != nil {
 		panic(err)
 	}
-	defer os.RemoveAll(logs)
+	defer os.RemoveAll(dir)
 
 	ctx := context.Background()
-	m, err := cri.New(ctx, cri.Config{Endpoint: srv.Endpoint(), PodLogsRoot: logs})
+	m, err := cri.New(ctx, cri.Config{Endpoint: srv.Endpoint(), PodLogsRoot: filepath.Join(dir, "logs"), PodsRoot: filepath.Join(dir, "pods")})
 	if err != nil {
 		panic(err)
 	}

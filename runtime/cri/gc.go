@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -89,10 +90,7 @@ func (m *Manager) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, a
 			}
 			if len(p.sandboxes) > 0 {
 				md := p.sandboxes[0].Metadata
-				dir := filepath.Join(m.cfg.PodLogsRoot, md.GetNamespace()+"_"+md.GetName()+"_"+md.GetUid())
-				if err := os.RemoveAll(dir); err != nil {
-					errs = append(errs, err)
-				}
+				errs = append(errs, m.removePodDirs(types.UID(md.GetUid()), md.GetName(), md.GetNamespace()))
 			}
 			m.forgetKilled(uid)
 			continue
@@ -138,6 +136,25 @@ func (m *Manager) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, a
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removePodDirs removes the pod's log directory and its state under
+// PodsRoot. The names come from labels anyone could set: only plain names
+// are used in paths.
+func (m *Manager) removePodDirs(uid types.UID, name, namespace string) error {
+	if !plainName(string(uid)) {
+		return nil
+	}
+	var errs []error
+	if plainName(name) && plainName(namespace) {
+		errs = append(errs, os.RemoveAll(filepath.Join(m.cfg.PodLogsRoot, namespace+"_"+name+"_"+string(uid))))
+	}
+	errs = append(errs, os.RemoveAll(filepath.Join(m.cfg.PodsRoot, string(uid))))
+	return errors.Join(errs...)
+}
+
+func plainName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\\\x00")
 }
 
 func (m *Manager) markKilled(uid types.UID) {

@@ -101,6 +101,8 @@ type containerInfo struct {
 	restartCount          int
 	deletionGrace         *int64
 	terminationGrace      *int64
+	terminationMsgPath    string
+	terminationMsgPolicy  v1.TerminationMessagePolicy
 }
 
 func readContainerInfo(labels, annotations map[string]string) containerInfo {
@@ -116,6 +118,8 @@ func readContainerInfo(labels, annotations map[string]string) containerInfo {
 	ci.restartCount, _ = strconv.Atoi(annotations[AnnotationRestartCount])
 	ci.deletionGrace = int64Annotation(annotations, AnnotationPodDeletionGracePeriod)
 	ci.terminationGrace = int64Annotation(annotations, AnnotationPodTerminationGrace)
+	ci.terminationMsgPath = annotations[AnnotationTerminationMessagePath]
+	ci.terminationMsgPolicy = v1.TerminationMessagePolicy(annotations[AnnotationTerminationMessagePolicy])
 	return ci
 }
 

@@ -45,6 +45,11 @@ type Config struct {
 	// <PodLogsRoot>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
 	// Default /var/log/pods.
 	PodLogsRoot string
+	// PodsRoot holds per-pod state on the host (the kubelet's
+	// /var/lib/kubelet/pods): emptyDir volumes under
+	// <uid>/volumes/kubernetes.io~empty-dir/<name> and termination-message
+	// files under <uid>/containers/<name>/. Default /var/lib/nodekit/pods.
+	PodsRoot string
 	// AllowPrivileged permits privileged containers (the kubelet's
 	// allow_privileged). Default false: a pod asking for one gets
 	// CreateContainerConfigError and nothing of it is started.
@@ -180,6 +185,9 @@ func setDefaults(c *Config) error {
 	}
 	if c.PodLogsRoot == "" {
 		c.PodLogsRoot = "/var/log/pods"
+	}
+	if c.PodsRoot == "" {
+		c.PodsRoot = "/var/lib/nodekit/pods"
 	}
 	if c.RegistryPullQPS == 0 {
 		c.RegistryPullQPS = 5

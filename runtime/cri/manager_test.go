@@ -29,6 +29,7 @@ type fakeEnv struct {
 	m     *cri.Manager
 	clock *clocktesting.FakeClock
 	logs  string
+	pods  string
 	ctx   context.Context
 }
 
@@ -39,8 +40,8 @@ func newFakeEnv(t testing.TB, tweak ...func(*cri.Config)) *fakeEnv {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 	srv.Images.SetFakeImages([]string{"busybox:1"})
-	logs := t.TempDir()
-	cfg := cri.Config{Endpoint: srv.Endpoint(), PodLogsRoot: logs, Clock: clk}
+	logs, pods := t.TempDir(), t.TempDir()
+	cfg := cri.Config{Endpoint: srv.Endpoint(), PodLogsRoot: logs, PodsRoot: pods, Clock: clk}
 	for _, f := range tweak {
 		f(&cfg)
 	}
@@ -48,7 +49,7 @@ func newFakeEnv(t testing.TB, tweak ...func(*cri.Config)) *fakeEnv {
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	srv.ResetCalls()
-	return &fakeEnv{srv: srv, m: m, clock: clk, logs: logs, ctx: context.Background()}
+	return &fakeEnv{srv: srv, m: m, clock: clk, logs: logs, pods: pods, ctx: context.Background()}
 }
 
 func (e *fakeEnv) status(t testing.TB, pod *v1.Pod) *runtime.PodStatus {

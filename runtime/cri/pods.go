@@ -189,7 +189,7 @@ func (m *Manager) containerStatus(s *runtimeapi.ContainerStatus) *runtime.Contai
 	if name == "" {
 		name = s.GetMetadata().GetName()
 	}
-	return &runtime.ContainerStatus{
+	cs := &runtime.ContainerStatus{
 		ID:           m.id(s.Id),
 		Name:         name,
 		State:        containerState(s.State),
@@ -204,6 +204,15 @@ func (m *Manager) containerStatus(s *runtimeapi.ContainerStatus) *runtime.Contai
 		Hash:         ci.hash,
 		RestartCount: ci.restartCount,
 	}
+	if s.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		if msg := terminationMessage(s, ci); msg != "" {
+			if cs.Message != "" {
+				cs.Message += ": "
+			}
+			cs.Message += msg
+		}
+	}
+	return cs
 }
 
 // KillPod stops runningPod's containers in parallel, each with the effective
@@ -275,8 +284,9 @@ func (m *Manager) podFromAnnotations(ctx context.Context, id runtime.ContainerID
 }
 
 // RemovePod removes every container and sandbox of the pod with uid, which
-// must have been killed. It is how a caller cleans up a deleted pod without
-// waiting for garbage collection.
+// must have been killed, with its log directory and its state under
+// PodsRoot. It is how a caller cleans up a deleted pod without waiting for
+// garbage collection.
 func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 	ctx, cancel := m.callCtx(ctx, 0)
 	defer cancel()
@@ -300,6 +310,11 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 			errs = append(errs, wrapErr("RemovePodSandbox", err))
 		}
 	}
+	if len(errs) == 0 && len(sbs.Items) > 0 {
+		md := sbs.Items[0].Metadata
+		errs = append(errs, m.removePodDirs(uid, md.GetName(), md.GetNamespace()))
+	}
+	m.forgetKilled(uid)
 	return errors.Join(errs...)
 }
 
