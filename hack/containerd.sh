@@ -216,7 +216,8 @@ down() {
 		rm -f "$m"
 	done
 	[ -f "$D/bridge" ] && BRIDGE=$(cat "$D/bridge")
-	ip link delete "$BRIDGE" >/dev/null 2>&1 || true
+	# iproute2 may be missing; busybox has an ip applet.
+	if command -v ip >/dev/null; then ip link delete "$BRIDGE" >/dev/null 2>&1 || true; else busybox ip link delete "$BRIDGE" >/dev/null 2>&1 || true; fi
 	rm -rf "$D"
 	log "containerd in $D is down"
 }
