@@ -138,7 +138,7 @@ func TestRealCrashLoopBacksOff(t *testing.T) {
 	})
 	cleanup(t, m, pod)
 	// Short delays keep the test quick; the mechanism is the default's.
-	b := runtime.NewBackoff(200*time.Millisecond, 10*time.Second, 0, nil)
+	b := runtime.NewBackoff(300*time.Millisecond, 10*time.Second, 0, nil)
 	key := runtime.BackoffKey(pod, &pod.Spec.Containers[0])
 	var delays []time.Duration
 	st := syncUntil(t, ctx, m, pod, b, 400, 25*time.Millisecond, func(st *runtime.PodStatus) bool {
@@ -151,7 +151,7 @@ func TestRealCrashLoopBacksOff(t *testing.T) {
 	// A sync right after the exit is refused.
 	res := m.SyncPod(ctx, pod, st, nil, b)
 	require.True(t, errors.Is(res.Error(), runtime.ErrCrashLoopBackOff), "a sync right after a crash backs off: %v", res.Error())
-	require.Equal(t, []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}, delays, "the delay doubles")
+	require.Equal(t, []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 1200 * time.Millisecond}, delays, "the delay doubles")
 	var counts []int
 	for _, c := range st.ContainerStatuses {
 		counts = append(counts, c.RestartCount)
