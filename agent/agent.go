@@ -1,0 +1,345 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podconfig/apiserver"
+	"github.com/nodekit/nodekit/podconfig/file"
+	"github.com/nodekit/nodekit/podconfig/manifesturl"
+	"github.com/nodekit/nodekit/podutil"
+	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/status"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// Agent is a node agent assembled from nodekit's packages. Create it with
+// New, run it with Run (once).
+type Agent struct {
+	cfg     Config
+	log     logr.Logger
+	cache   runtime.Cache
+	pods    *podManager
+	status  *status.Manager
+	reasons *status.ReasonCache
+	backoff *runtime.Backoff
+	queue   *podworkers.Queue
+	workers *podworkers.PodWorkers
+	pleg    *pleg.GenericPLEG
+	loop    *syncloop.Loop
+	extra   map[string]chan podconfig.PodUpdate
+
+	// runtimeErr holds why pods cannot be synced now (runtime not ready,
+	// PLEG unhealthy), or a nil error.
+	runtimeErr atomic.Pointer[error]
+	started    atomic.Bool
+}
+
+var (
+	_ syncloop.Handler     = (*handler)(nil)
+	_ podworkers.PodSyncer = (*syncer)(nil)
+)
+
+// handler and syncer keep the agent's Handler and PodSyncer methods off its
+// public surface.
+type (
+	handler Agent
+	syncer  Agent
+)
+
+// New checks c, fills its defaults and builds the agent's parts. Nothing
+// runs until Run.
+func New(c Config) (*Agent, error) {
+	if err := c.setDefaults(); err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg:     c,
+		log:     c.Log,
+		cache:   runtime.NewCache(),
+		pods:    newPodManager(),
+		reasons: status.NewReasonCache(),
+		backoff: runtime.NewBackoff(c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, 0, c.Clock),
+		queue:   podworkers.NewQueue(c.Clock),
+		extra:   map[string]chan podconfig.PodUpdate{},
+	}
+	for _, s := range c.Sources {
+		if _, dup := a.extra[s]; dup || s == "" {
+			return nil, fmt.Errorf("source %q empty or repeated: %w", s, ErrInvalidConfig)
+		}
+		a.extra[s] = make(chan podconfig.PodUpdate, 16)
+	}
+	var err error
+	a.status, err = status.NewManager(status.Config{
+		PodClient:      c.StatusClient,
+		NodeName:       c.NodeName,
+		Nodes:          c.Nodes,
+		DeletionSafety: (*handler)(a),
+		Clock:          c.Clock,
+		Log:            c.Log.WithName("status"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("status manager: %w", err)
+	}
+	a.workers, err = podworkers.New(podworkers.Config{
+		Syncer:         (*syncer)(a),
+		Cache:          a.cache,
+		WorkQueue:      a.queue,
+		ResyncInterval: c.SyncFrequency,
+		BackOff:        c.SyncErrorBackOff,
+		Clock:          c.Clock,
+		Log:            c.Log.WithName("podworkers"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pod workers: %w", err)
+	}
+	a.pleg, err = pleg.New(pleg.Config{
+		Runtime:      c.Runtime,
+		Cache:        a.cache,
+		RelistPeriod: c.RelistPeriod,
+		Clock:        c.Clock,
+		Log:          c.Log.WithName("pleg"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pleg: %w", err)
+	}
+	a.setRuntimeErr(errors.New("runtime status not checked yet"))
+	return a, nil
+}
+
+// Channel returns the input of an extra source named in Config.Sources;
+// send it PodUpdates (a first SET marks the source ready). It is nil for a
+// name not in Config.Sources. Updates sent before Run wait for it.
+func (a *Agent) Channel(source string) chan<- podconfig.PodUpdate {
+	if ch, ok := a.extra[source]; ok {
+		return ch
+	}
+	return nil
+}
+
+// Status returns the agent's status manager, for a prober or a test.
+func (a *Agent) Status() *status.Manager { return a.status }
+
+// Pods returns the pods the agent wants to run, oldest first, each a copy
+// carrying the latest status the agent generated for it.
+func (a *Agent) Pods() []*v1.Pod {
+	pods := a.pods.pods()
+	out := make([]*v1.Pod, len(pods))
+	for i, p := range pods {
+		cp := p.DeepCopy()
+		if st, ok := a.status.GetPodStatus(p.UID); ok {
+			cp.Status = st
+		}
+		out[i] = cp
+	}
+	return out
+}
+
+// Run runs the agent until ctx ends. With Config.TerminateOnExit it then
+// stops every pod gracefully (bounded by ShutdownTimeout) before it stops its
+// parts. It returns once every goroutine it started has ended. Run may be
+// called once.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.started.CompareAndSwap(false, true) {
+		return errors.New("agent: Run called twice")
+	}
+	c := a.cfg
+	// inner outlives ctx while pods are being terminated on exit: the
+	// sources stop with ctx, everything else (the loop requeues failed
+	// terminations) runs on until the pods are down.
+	inner, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var wg sync.WaitGroup
+	spawn := func(name string, ctx context.Context, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error(err, "Component stopped", "component", name)
+			}
+		}()
+	}
+	defer wg.Wait()
+
+	podCfg, err := podconfig.NewPodConfig(podconfig.Incremental, podconfig.Options{
+		Log: c.Log.WithName("podconfig"), Clock: c.Clock, Recorder: c.Recorder,
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.startSources(ctx, inner, podCfg, spawn); err != nil {
+		cancel()
+		return err
+	}
+	ready := podconfig.NewSourcesReady(podCfg.SeenAllSources)
+
+	a.checkRuntime(inner)
+	spawn("runtime-check", inner, func(ctx context.Context) error {
+		t := c.Clock.NewTicker(c.RuntimeCheckPeriod)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C():
+				a.checkRuntime(ctx)
+			}
+		}
+	})
+	spawn("pleg", inner, a.pleg.Start)
+	spawn("status", inner, func(ctx context.Context) error { a.status.Start(ctx); return nil })
+	spawn("podworkers", inner, a.workers.Run)
+
+	a.loop, err = syncloop.New(syncloop.Config{
+		Pods:          a.pods,
+		PLEG:          a.pleg.Watch(),
+		WorkQueue:     a.queue,
+		SourcesReady:  ready,
+		RuntimeErrors: a.runtimeError,
+		Clock:         c.Clock,
+		Log:           c.Log.WithName("syncloop"),
+	})
+	if err != nil {
+		cancel()
+		return err
+	}
+	spawn("syncloop", inner, func(ctx context.Context) error { return a.loop.Run(ctx, podCfg.Updates(), (*handler)(a)) })
+
+	<-ctx.Done()
+	if c.TerminateOnExit {
+		tctx, tcancel := context.WithTimeout(inner, c.ShutdownTimeout)
+		a.terminateAll(tctx)
+		tcancel()
+	}
+	cancel()
+	return nil
+}
+
+// startSources starts the configured sources; the mux's inputs live on
+// inner, the sources themselves stop with ctx.
+func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodConfig, spawn func(string, context.Context, func(context.Context) error)) error {
+	c := a.cfg
+	if c.StaticPodPath != "" {
+		src, err := file.New(file.Config{Path: c.StaticPodPath, NodeName: c.NodeName, CheckFrequency: c.FileCheckFrequency,
+			Clock: c.Clock, Log: c.Log.WithName("file"), Recorder: c.Recorder})
+		if err != nil {
+			return fmt.Errorf("file source: %w", err)
+		}
+		ch := podCfg.Channel(inner, podutil.FileSource)
+		spawn("file-source", ctx, func(ctx context.Context) error { return src.Run(ctx, ch) })
+	}
+	if c.ManifestURL != "" {
+		src, err := manifesturl.New(manifesturl.Config{URL: c.ManifestURL, Header: c.ManifestURLHeader, NodeName: c.NodeName,
+			CheckFrequency: c.HTTPCheckFrequency, Clock: c.Clock, Log: c.Log.WithName("manifesturl"), Recorder: c.Recorder})
+		if err != nil {
+			return fmt.Errorf("manifest URL source: %w", err)
+		}
+		ch := podCfg.Channel(inner, podutil.HTTPSource)
+		spawn("http-source", ctx, func(ctx context.Context) error { return src.Run(ctx, ch) })
+	}
+	if c.PodSource != nil {
+		src, err := apiserver.New(apiserver.Config{Client: c.PodSource, NodeName: c.NodeName, Clock: c.Clock,
+			Log: c.Log.WithName("apiserver-source")})
+		if err != nil {
+			return fmt.Errorf("apiserver source: %w", err)
+		}
+		ch := podCfg.Channel(inner, podutil.ApiserverSource)
+		spawn("apiserver-source", ctx, func(ctx context.Context) error { return src.Run(ctx, ch) })
+	}
+	for name, in := range a.extra {
+		out := podCfg.Channel(inner, name)
+		spawn("source-"+name, ctx, func(ctx context.Context) error {
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case u := <-in:
+					u.Source = name
+					select {
+					case out <- u:
+					case <-ctx.Done():
+						return nil
+					}
+				}
+			}
+		})
+	}
+	return nil
+}
+
+// checkRuntime records whether pods can be synced: the runtime must report
+// ready and the PLEG must be healthy.
+func (a *Agent) checkRuntime(ctx context.Context) {
+	var err error
+	st, serr := a.cfg.Runtime.Status(ctx)
+	switch {
+	case serr != nil:
+		err = fmt.Errorf("runtime status: %w", serr)
+	case !st.Ready():
+		err = fmt.Errorf("runtime not ready: %+v", st.Conditions)
+	}
+	if err == nil {
+		if ok, perr := a.pleg.Healthy(); !ok {
+			err = fmt.Errorf("PLEG not healthy: %w", perr)
+		}
+	}
+	a.setRuntimeErr(err)
+}
+
+func (a *Agent) setRuntimeErr(err error) { a.runtimeErr.Store(&err) }
+
+// runtimeError is the sync loop's RuntimeErrors.
+func (a *Agent) runtimeError() error { return *a.runtimeErr.Load() }
+
+// terminateAll stops every pod and orphaned runtime pod, waits for them
+// within ctx, removes what the runtime keeps of them and flushes statuses.
+func (a *Agent) terminateAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	known := map[string]bool{}
+	for _, p := range a.pods.pods() {
+		known[string(p.UID)] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.workers.TerminatePodAndWait(ctx, p, podworkers.KillPodOptions{}); err != nil {
+				a.log.Error(err, "Pod did not stop on shutdown", "pod", podutil.FullName(p))
+			}
+		}()
+	}
+	if running, err := a.cfg.Runtime.GetPods(ctx, false); err == nil {
+		for _, rp := range running {
+			if known[string(rp.ID)] {
+				continue
+			}
+			done := make(chan struct{})
+			if err := a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, RunningPod: rp,
+				KillPodOptions: &podworkers.KillPodOptions{CompletedCh: done}}); err != nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case <-done:
+				case <-ctx.Done():
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if gc, ok := a.cfg.Runtime.(runtime.GarbageCollector); ok {
+		if err := gc.GarbageCollect(ctx, runtime.GCPolicy{MaxPerPodContainer: 0, MaxContainers: 0}, true); err != nil {
+			a.log.Error(err, "Garbage collection on shutdown failed")
+		}
+	}
+	a.status.Sync(ctx)
+}

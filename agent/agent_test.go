@@ -1,0 +1,481 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podutil"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/fake"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const src = podutil.ApiserverSource
+
+// fastConfig is a Config on rt with short periods, fed by the "api" source.
+func fastConfig(rt runtime.Runtime) Config {
+	return Config{
+		NodeName:                "n1",
+		Runtime:                 rt,
+		Sources:                 []string{src},
+		RelistPeriod:            10 * time.Millisecond,
+		RuntimeCheckPeriod:      20 * time.Millisecond,
+		SyncFrequency:           200 * time.Millisecond,
+		SyncErrorBackOff:        50 * time.Millisecond,
+		CrashLoopBackOffInitial: 20 * time.Millisecond,
+		CrashLoopBackOffMax:     80 * time.Millisecond,
+	}
+}
+
+type running struct {
+	a      *Agent
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+func start(t *testing.T, c Config) *running {
+	t.Helper()
+	a, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{a: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.Run(ctx) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+// stop ends Run and waits for it.
+func (r *running) stop() {
+	r.once.Do(func() {
+		r.cancel()
+		if err := <-r.done; err != nil {
+			panic(err)
+		}
+	})
+}
+
+func (r *running) set(pods ...*v1.Pod) {
+	r.a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: pods}
+}
+
+// waitFor polls cond until it holds; the deadline only keeps a broken test
+// from hanging.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (r *running) pod(uid types.UID) *v1.Pod {
+	for _, p := range r.a.Pods() {
+		if p.UID == uid {
+			return p
+		}
+	}
+	return nil
+}
+
+func (r *running) phase(uid types.UID) v1.PodPhase {
+	if p := r.pod(uid); p != nil {
+		return p.Status.Phase
+	}
+	return ""
+}
+
+func newPod(name string, policy v1.RestartPolicy, containers ...string) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name),
+			CreationTimestamp: metav1.Now()},
+		Spec: v1.PodSpec{RestartPolicy: policy, NodeName: "n1", TerminationGracePeriodSeconds: ptr.To[int64](1)},
+	}
+	for _, c := range containers {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: c, Image: "img-" + c})
+	}
+	return p
+}
+
+func runningContainers(t *testing.T, rt runtime.Runtime, uid types.UID) int {
+	t.Helper()
+	// Retried: the fault-injection tests make the runtime fail at random.
+	for range 50 {
+		st, err := rt.GetPodStatus(context.Background(), uid, "", "")
+		if err == nil {
+			return len(st.RunningContainerStatuses())
+		}
+	}
+	t.Fatalf("GetPodStatus of %s keeps failing", uid)
+	return -1
+}
+
+// runningPods maps each pod's UID to its number of running containers.
+func runningPods(t *testing.T, rt runtime.Runtime) map[types.UID]int {
+	t.Helper()
+	for range 50 {
+		pods, err := rt.GetPods(context.Background(), false)
+		if err != nil {
+			continue
+		}
+		out := make(map[types.UID]int, len(pods))
+		for _, p := range pods {
+			for _, c := range p.Containers {
+				if c.State == runtime.ContainerStateRunning {
+					out[p.ID]++
+				}
+			}
+		}
+		return out
+	}
+	t.Fatal("GetPods keeps failing")
+	return nil
+}
+
+func TestPodReachesRunningWithGeneratedStatus(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	r := start(t, fastConfig(rt))
+	pod := newPod("web", v1.RestartPolicyAlways, "app", "sidecar")
+	r.set(pod)
+
+	waitFor(t, "pod running and ready", func() bool {
+		p := r.pod(pod.UID)
+		return p != nil && p.Status.Phase == v1.PodRunning && podReady(p)
+	})
+	p := r.pod(pod.UID)
+	if len(p.Status.ContainerStatuses) != 2 {
+		t.Fatalf("container statuses = %d, want 2", len(p.Status.ContainerStatuses))
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil || !cs.Ready || cs.ContainerID == "" || cs.Image == "" {
+			t.Errorf("container %s: %+v, want running, ready, with ID and image", cs.Name, cs)
+		}
+	}
+	if runningContainers(t, rt, pod.UID) != 2 {
+		t.Fatalf("runtime runs %d containers, want 2", runningContainers(t, rt, pod.UID))
+	}
+}
+
+func podReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func TestCompletedPodsReachTerminalPhase(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy v1.RestartPolicy
+		code   int
+		want   v1.PodPhase
+	}{
+		{"exit 0 under Never succeeds", v1.RestartPolicyNever, 0, v1.PodSucceeded},
+		{"exit 1 under Never fails", v1.RestartPolicyNever, 1, v1.PodFailed},
+		{"exit 0 under OnFailure succeeds", v1.RestartPolicyOnFailure, 0, v1.PodSucceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt, _ := fake.New(fake.Config{})
+			rt.SetContainerBehavior("job", fake.Behavior{Exit: true, ExitAfter: 20 * time.Millisecond, ExitCode: tt.code})
+			r := start(t, fastConfig(rt))
+			pod := newPod("job", tt.policy, "job")
+			r.set(pod)
+			waitFor(t, string(tt.want), func() bool { return r.phase(pod.UID) == tt.want })
+			cs := r.pod(pod.UID).Status.ContainerStatuses[0]
+			if cs.State.Terminated == nil || int(cs.State.Terminated.ExitCode) != tt.code {
+				t.Fatalf("container state %+v, want terminated with %d", cs.State, tt.code)
+			}
+		})
+	}
+}
+
+func TestCrashingContainerRestartsWithBackOff(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	rt.SetContainerBehavior("crash", fake.Behavior{Exit: true, ExitAfter: 5 * time.Millisecond, ExitCode: 2})
+	r := start(t, fastConfig(rt))
+	pod := newPod("crashy", v1.RestartPolicyAlways, "crash")
+	r.set(pod)
+	sawBackOff := false
+	waitFor(t, "three restarts", func() bool {
+		p := r.pod(pod.UID)
+		if p == nil || len(p.Status.ContainerStatuses) == 0 {
+			return false
+		}
+		cs := p.Status.ContainerStatuses[0]
+		if cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+			sawBackOff = true
+		}
+		return cs.RestartCount >= 3
+	})
+	if r.phase(pod.UID) != v1.PodRunning {
+		t.Errorf("phase = %s, want Running while restarting", r.phase(pod.UID))
+	}
+	if !sawBackOff {
+		t.Errorf("never saw waiting reason CrashLoopBackOff")
+	}
+	if rt.CallCount("SyncPod") < 4 {
+		t.Errorf("SyncPod called %d times, want at least 4", rt.CallCount("SyncPod"))
+	}
+}
+
+func TestRemovedPodIsKilled(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	r := start(t, fastConfig(rt))
+	keep, gone := newPod("keep", v1.RestartPolicyAlways, "c"), newPod("gone", v1.RestartPolicyAlways, "c")
+	r.set(keep, gone)
+	waitFor(t, "both running", func() bool {
+		return runningContainers(t, rt, keep.UID) == 1 && runningContainers(t, rt, gone.UID) == 1
+	})
+	r.set(keep)
+	waitFor(t, "removed pod stopped", func() bool { return runningContainers(t, rt, gone.UID) == 0 })
+	if runningContainers(t, rt, keep.UID) != 1 {
+		t.Fatal("the pod that stayed was disturbed")
+	}
+	if r.pod(gone.UID) != nil {
+		t.Fatal("removed pod still listed by Pods")
+	}
+}
+
+func TestGracefulDeletionUsesDeletionGracePeriod(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	r := start(t, fastConfig(rt))
+	pod := newPod("del", v1.RestartPolicyAlways, "c")
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	r.set(pod)
+	waitFor(t, "running", func() bool { return runningContainers(t, rt, pod.UID) == 1 })
+
+	deleting := pod.DeepCopy()
+	now := metav1.Now()
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, ptr.To[int64](7)
+	r.set(deleting)
+	waitFor(t, "stopped", func() bool { return runningContainers(t, rt, pod.UID) == 0 })
+	var got []int64
+	for _, k := range rt.Kills() {
+		if k.PodUID == pod.UID {
+			got = append(got, k.GracePeriod)
+		}
+	}
+	if len(got) == 0 || got[0] != 7 {
+		t.Fatalf("kill grace periods %v, want 7 first", got)
+	}
+}
+
+func TestAdmission(t *testing.T) {
+	privileged := newPod("priv", v1.RestartPolicyAlways, "c")
+	privileged.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: ptr.To(true)}
+	hostNet := newPod("hostnet", v1.RestartPolicyAlways, "c")
+	hostNet.Spec.HostNetwork = true
+
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		pod    *v1.Pod
+		reason string
+	}{
+		{"privileged pod rejected by default", nil, privileged, ReasonPrivilegedNotAllowed},
+		{"privileged pod admitted when allowed", func(c *Config) { c.AllowPrivileged = true }, privileged, ""},
+		{"host network rejected by default", nil, hostNet, ReasonHostNamespacesNotAllowed},
+		{"host network admitted when allowed", func(c *Config) { c.AllowHostNamespaces = true }, hostNet, ""},
+		{"pod beyond MaxPods rejected", func(c *Config) { c.MaxPods = 1 }, newPod("second", v1.RestartPolicyAlways, "c"), ReasonOutOfPods},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt, _ := fake.New(fake.Config{})
+			c := fastConfig(rt)
+			if tt.mutate != nil {
+				tt.mutate(&c)
+			}
+			r := start(t, c)
+			first := newPod("first", v1.RestartPolicyAlways, "c")
+			first.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+			r.set(first, tt.pod)
+			waitFor(t, "first pod running", func() bool { return r.phase(first.UID) == v1.PodRunning })
+			if tt.reason == "" {
+				waitFor(t, "pod running", func() bool { return r.phase(tt.pod.UID) == v1.PodRunning })
+				return
+			}
+			waitFor(t, "pod failed", func() bool { return r.phase(tt.pod.UID) == v1.PodFailed })
+			if got := r.pod(tt.pod.UID).Status.Reason; got != tt.reason {
+				t.Fatalf("reason = %q, want %q", got, tt.reason)
+			}
+			if n := rt.CallCount("SyncPod"); n == 0 {
+				t.Fatal("first pod never synced")
+			}
+			if st, _ := rt.GetPodStatus(context.Background(), tt.pod.UID, "", ""); len(st.ContainerStatuses) != 0 || len(st.SandboxStatuses) != 0 {
+				t.Fatalf("rejected pod reached the runtime: %+v", st)
+			}
+		})
+	}
+}
+
+func TestOrphanedRuntimePodIsKilled(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	orphan := newPod("orphan", v1.RestartPolicyAlways, "c")
+	rt.AddRunningPod(orphan)
+	r := start(t, fastConfig(rt))
+	r.set() // the source is ready and wants nothing
+	waitFor(t, "orphan stopped", func() bool { return runningContainers(t, rt, orphan.UID) == 0 })
+}
+
+func TestTerminateOnExitStopsEveryPod(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	c := fastConfig(rt)
+	c.TerminateOnExit = true
+	r := start(t, c)
+	pods := []*v1.Pod{newPod("a", v1.RestartPolicyAlways, "c"), newPod("b", v1.RestartPolicyAlways, "c1", "c2")}
+	r.set(pods...)
+	waitFor(t, "running", func() bool {
+		return runningContainers(t, rt, pods[0].UID) == 1 && runningContainers(t, rt, pods[1].UID) == 2
+	})
+	r.stop()
+	running, err := rt.GetPods(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(running) != 0 {
+		t.Fatalf("%d pods still running after Run returned", len(running))
+	}
+	all, _ := rt.GetPods(context.Background(), true)
+	if len(all) != 0 {
+		t.Fatalf("%d pods left on the runtime after shutdown, want all removed", len(all))
+	}
+}
+
+func TestStaticPodsFromManifestDirectory(t *testing.T) {
+	dir := t.TempDir()
+	manifest := `apiVersion: v1
+kind: Pod
+metadata:
+  name: static-web
+spec:
+  containers:
+  - name: web
+    image: nginx
+`
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := fake.New(fake.Config{})
+	c := fastConfig(rt)
+	c.Sources, c.StaticPodPath = nil, dir
+	r := start(t, c)
+	var got *v1.Pod
+	waitFor(t, "static pod running", func() bool {
+		for _, p := range r.a.Pods() {
+			if p.Status.Phase == v1.PodRunning {
+				got = p
+				return true
+			}
+		}
+		return false
+	})
+	if got.Name != "static-web-n1" || !podutil.IsStaticPod(got) {
+		t.Fatalf("pod %s (source %q), want static-web-n1 from file", got.Name, podutil.Source(got))
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	tests := []struct {
+		name string
+		c    Config
+	}{
+		{"no node name", Config{Runtime: rt}},
+		{"no runtime", Config{NodeName: "n"}},
+		{"negative sync frequency", Config{NodeName: "n", Runtime: rt, SyncFrequency: -1}},
+		{"repeated source", Config{NodeName: "n", Runtime: rt, Sources: []string{"x", "x"}}},
+		{"back-off max below initial", Config{NodeName: "n", Runtime: rt, CrashLoopBackOffInitial: time.Minute, CrashLoopBackOffMax: time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := New(tt.c); !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("New = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+func TestRunTwiceFails(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	a, err := New(fastConfig(rt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Run(ctx); err != nil {
+		t.Fatalf("first Run = %v, want nil after its context ended", err)
+	}
+	if err := a.Run(ctx); err == nil {
+		t.Fatal("second Run succeeded")
+	}
+}
+
+func TestPodsConvergeDespiteRuntimeFaults(t *testing.T) {
+	n := 1000
+	if testing.Short() {
+		n = 100
+	}
+	rt, _ := fake.New(fake.Config{Seed: 42, FailureRates: map[string]float64{
+		"SyncPod": 0.1, "KillPod": 0.1, "GetPodStatus": 0.1, "GetPods": 0.1,
+	}})
+	c := fastConfig(rt)
+	c.MaxPods = n
+	c.TerminateOnExit = true
+	c.ShutdownTimeout = 5 * time.Second
+	r := start(t, c)
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		pods[i] = newPod(fmt.Sprintf("p%04d", i), v1.RestartPolicyAlways, "c")
+	}
+	r.set(pods...)
+	waitFor(t, "every pod running", func() bool {
+		running := runningPods(t, rt)
+		for _, p := range pods {
+			if running[p.UID] != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	r.set(pods[:n/2]...)
+	waitFor(t, "removed half stopped", func() bool {
+		running := runningPods(t, rt)
+		for _, p := range pods[n/2:] {
+			if running[p.UID] != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := rt.SetFailureRate("KillPod", 0); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	running, _ := rt.GetPods(context.Background(), false)
+	if len(running) != 0 {
+		t.Fatalf("%d pods (sandboxes) left running after shutdown", len(running))
+	}
+}

@@ -1,0 +1,152 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podconfig/apiserver"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/status"
+)
+
+// ErrInvalidConfig is wrapped by New when the Config is unusable.
+var ErrInvalidConfig = errors.New("agent: invalid config")
+
+// Clock is what the agent's parts need of a clock.
+type Clock interface {
+	clock.WithTicker
+	clock.WithDelayedExecution
+}
+
+// Config configures an Agent. NodeName and Runtime are required; every other
+// field has the default its comment gives.
+type Config struct {
+	// NodeName is the node the agent runs pods for. Required.
+	NodeName string
+	// Runtime runs the pods. Required.
+	Runtime runtime.Runtime
+
+	// StaticPodPath is a directory (or file) of static pod manifests, the
+	// kubelet's --pod-manifest-path. Empty: no file source.
+	StaticPodPath string
+	// FileCheckFrequency is how often StaticPodPath is re-read besides
+	// fsnotify. Default 20s.
+	FileCheckFrequency time.Duration
+	// ManifestURL serves static pods, the kubelet's --manifest-url. Empty:
+	// no HTTP source.
+	ManifestURL string
+	// ManifestURLHeader is sent with every manifest request.
+	ManifestURLHeader http.Header
+	// HTTPCheckFrequency is how often ManifestURL is polled. Default 20s.
+	HTTPCheckFrequency time.Duration
+	// PodSource lists and watches the pods bound to the node; client-go's
+	// CoreV1().Pods("") fits. nil: no apiserver source.
+	PodSource apiserver.PodListWatcher
+	// Sources names extra sources the caller feeds through Channel, for
+	// example an in-memory source in a test harness. Housekeeping waits until
+	// each has sent its first SET.
+	Sources []string
+
+	// StatusClient reaches the apiserver's pods of a namespace for status
+	// patches, deletions and mirror pods; client-go's CoreV1().Pods fits.
+	// nil: standalone, statuses are kept and served only.
+	StatusClient func(namespace string) status.PodClient
+	// Nodes reads the Node for mirror pods' owner references (needed with
+	// NodeRestriction admission). Optional.
+	Nodes status.NodeGetter
+	// NodeIPs are the node's addresses, primary first, reported as host IPs
+	// (and pod IPs of host-network pods). Optional.
+	NodeIPs []string
+
+	// SyncFrequency is how often every pod is synced again even without a
+	// change, the kubelet's --sync-frequency. Default 1m.
+	SyncFrequency time.Duration
+	// SyncErrorBackOff is how long after a failed sync a pod is synced
+	// again (plus jitter). Default 10s, as the kubelet's.
+	SyncErrorBackOff time.Duration
+	// RelistPeriod is the PLEG's relist period. Default 1s.
+	RelistPeriod time.Duration
+	// RuntimeCheckPeriod is how often the runtime's Status is checked; while
+	// it is not ready no pod is synced. Default 5s.
+	RuntimeCheckPeriod time.Duration
+	// CrashLoopBackOffInitial and CrashLoopBackOffMax bound the restart
+	// back-off of crashing containers. Defaults 10s and 300s.
+	CrashLoopBackOffInitial, CrashLoopBackOffMax time.Duration
+
+	// MaxPods is how many pods may run at once; later ones are rejected with
+	// reason OutOfpods. Default 110, as the kubelet's.
+	MaxPods int
+	// AllowPrivileged admits pods with privileged containers (the kubelet's
+	// allow_privileged). Default false: such pods are rejected.
+	AllowPrivileged bool
+	// AllowHostNamespaces admits pods using the host's network, PID or IPC
+	// namespace. Default false: such pods are rejected.
+	AllowHostNamespaces bool
+
+	// TerminateOnExit stops every pod gracefully when Run's context ends,
+	// before Run returns. Default false: pods are left running, as when the
+	// kubelet restarts.
+	TerminateOnExit bool
+	// ShutdownTimeout bounds the graceful stop of TerminateOnExit. Default
+	// 1m.
+	ShutdownTimeout time.Duration
+
+	// Recorder receives events about pods and manifests. Optional.
+	Recorder podconfig.EventRecorder
+	// Clock drives every timer. Default the real clock; tests use
+	// k8s.io/utils/clock/testing's FakeClock.
+	Clock Clock
+	// Log receives the agent's logs. Default logr.Discard().
+	Log logr.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.NodeName == "" {
+		return fmt.Errorf("NodeName is required: %w", ErrInvalidConfig)
+	}
+	if c.Runtime == nil {
+		return fmt.Errorf("Runtime is required: %w", ErrInvalidConfig)
+	}
+	for _, d := range []time.Duration{c.FileCheckFrequency, c.HTTPCheckFrequency, c.SyncFrequency, c.SyncErrorBackOff,
+		c.RelistPeriod, c.RuntimeCheckPeriod, c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, c.ShutdownTimeout} {
+		if d < 0 {
+			return fmt.Errorf("negative duration %v: %w", d, ErrInvalidConfig)
+		}
+	}
+	if c.MaxPods < 0 {
+		return fmt.Errorf("negative MaxPods: %w", ErrInvalidConfig)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.FileCheckFrequency, 20*time.Second)
+	def(&c.HTTPCheckFrequency, 20*time.Second)
+	def(&c.SyncFrequency, time.Minute)
+	def(&c.SyncErrorBackOff, 10*time.Second)
+	def(&c.RelistPeriod, time.Second)
+	def(&c.RuntimeCheckPeriod, 5*time.Second)
+	def(&c.CrashLoopBackOffInitial, 10*time.Second)
+	def(&c.CrashLoopBackOffMax, 300*time.Second)
+	def(&c.ShutdownTimeout, time.Minute)
+	if c.CrashLoopBackOffMax < c.CrashLoopBackOffInitial {
+		return fmt.Errorf("CrashLoopBackOffMax below CrashLoopBackOffInitial: %w", ErrInvalidConfig)
+	}
+	if c.MaxPods == 0 {
+		c.MaxPods = 110
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Log.GetSink() == nil {
+		c.Log = logr.Discard()
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+// Package agent is nodekit's default assembly: a node agent that works like
+// the kubelet's core, built from the other packages.
+//
+// It wires podconfig (static files, a manifest URL, the apiserver, and any
+// source of the caller's) into syncloop, which dispatches to podworkers; the
+// agent implements the sync loop's Handler and the pod workers' PodSyncer:
+// admission of new pods, SyncPod (generate and set the API status, then call
+// the runtime), SyncTerminatingPod (kill with the effective grace period and
+// record the final status), SyncTerminatedPod (cleanup) and housekeeping
+// (kill runtime pods no source wants, forget finished workers, drop orphaned
+// statuses). pleg relists the runtime into the shared runtime.Cache; status
+// keeps the API statuses and, when a client is configured, syncs them and the
+// mirror pods of static pods to the apiserver.
+//
+// Everything but the node name and the runtime has a default; every part can
+// be replaced through Config. Without an apiserver client the agent runs
+// standalone, as the kubelet does with only static pods.
+//
+//	a, err := agent.New(agent.Config{
+//		NodeName:      "node-1",
+//		Runtime:       fake.New(fake.Config{}),
+//		StaticPodPath: "/etc/nodekit/manifests",
+//	})
+//	if err != nil { ... }
+//	err = a.Run(ctx) // until ctx ends; TerminateOnExit stops the pods first
+//
+// Pods returns what the agent runs with the statuses it generated, for a
+// live view or a test's assertions.
+package agent

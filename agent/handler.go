@@ -1,0 +1,226 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/podutil"
+	"github.com/nodekit/nodekit/podworkers"
+)
+
+// Admission rejection reasons, shown in a rejected pod's status.
+const (
+	ReasonOutOfPods                = "OutOfpods"
+	ReasonPrivilegedNotAllowed     = "PrivilegedNotAllowed"
+	ReasonHostNamespacesNotAllowed = "HostNamespacesNotAllowed"
+)
+
+// HandlePodAdditions admits new pods and starts their workers, oldest first.
+func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
+	a := (*Agent)(h)
+	sortByCreation(pods)
+	active := -1 // counted once per batch, on the first admission
+	for _, pod := range pods {
+		a.pods.addOrUpdate(pod)
+		run, mirror, wasMirror := a.pods.podAndMirror(pod)
+		if wasMirror {
+			if run != nil {
+				a.update(podworkers.SyncPodUpdate, run, mirror)
+			}
+			continue
+		}
+		if !a.workers.IsPodTerminationRequested(pod.UID) {
+			if active < 0 {
+				active = a.activePods(pod.UID)
+			}
+			if reason, msg := a.admit(pod, active); reason != "" {
+				a.reject(pod, reason, msg)
+				continue
+			}
+			active++
+		}
+		a.update(podworkers.SyncPodCreate, run, mirror)
+	}
+}
+
+// HandlePodUpdates hands changed pods (and graceful deletions) to their
+// workers.
+func (h *handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
+	a := (*Agent)(h)
+	for _, pod := range pods {
+		a.pods.addOrUpdate(pod)
+		if run, mirror, _ := a.pods.podAndMirror(pod); run != nil {
+			a.update(podworkers.SyncPodUpdate, run, mirror)
+		}
+	}
+}
+
+// HandlePodRemoves kills pods gone from their source. A removed mirror pod
+// only resyncs its static pod, whose mirror the status manager recreates.
+func (h *handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
+	a := (*Agent)(h)
+	for _, pod := range pods {
+		a.pods.remove(pod)
+		if podutil.IsMirrorPod(pod) {
+			if run, _, _ := a.pods.podAndMirror(pod); run != nil {
+				a.update(podworkers.SyncPodUpdate, run, nil)
+			}
+			continue
+		}
+		if err := a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: pod,
+			KillPodOptions: &podworkers.KillPodOptions{}}); err != nil {
+			a.log.Error(err, "Cannot kill removed pod", "pod", podutil.FullName(pod))
+		}
+	}
+}
+
+// HandlePodReconcile stores pods whose status alone changed in the
+// apiserver; a pod the apiserver reports terminal (evicted elsewhere) is
+// synced so its worker can stop it.
+func (h *handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
+	a := (*Agent)(h)
+	for _, pod := range pods {
+		a.pods.addOrUpdate(pod)
+		if podutil.IsMirrorPod(pod) {
+			continue
+		}
+		if p := pod.Status.Phase; p == v1.PodFailed || p == v1.PodSucceeded {
+			a.update(podworkers.SyncPodSync, pod, a.pods.mirrorOf(pod))
+		}
+	}
+}
+
+// HandlePodSyncs resyncs pods due in the work queue or changed on the
+// runtime.
+func (h *handler) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {
+	a := (*Agent)(h)
+	for _, pod := range pods {
+		if run, mirror, _ := a.pods.podAndMirror(pod); run != nil {
+			a.update(podworkers.SyncPodSync, run, mirror)
+		}
+	}
+}
+
+// HandlePodCleanups is housekeeping: it reconciles the workers with the
+// desired pods, restarts desired pods the workers have forgotten (a UID
+// created again), kills runtime pods nobody wants, and drops what is kept
+// for pods that are gone.
+func (h *handler) HandlePodCleanups(ctx context.Context) error {
+	a := (*Agent)(h)
+	desired := a.pods.pods()
+	known := a.workers.SyncKnownPods(desired)
+
+	keep := make(map[types.UID]bool, len(desired)+len(known))
+	for uid := range known {
+		keep[uid] = true
+	}
+	for _, pod := range desired {
+		keep[pod.UID] = true
+		if _, ok := known[pod.UID]; ok || a.isTerminal(pod) {
+			continue
+		}
+		a.update(podworkers.SyncPodCreate, pod, a.pods.mirrorOf(pod))
+	}
+
+	running, err := a.cfg.Runtime.GetPods(ctx, false)
+	if err != nil {
+		return fmt.Errorf("list running pods: %w", err)
+	}
+	for _, rp := range running {
+		if keep[rp.ID] {
+			continue
+		}
+		a.log.V(1).Info("Killing orphaned runtime pod", "uid", rp.ID, "pod", rp.Name, "namespace", rp.Namespace)
+		if err := a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, RunningPod: rp,
+			KillPodOptions: &podworkers.KillPodOptions{}}); err != nil {
+			a.log.Error(err, "Cannot kill orphaned runtime pod", "uid", rp.ID)
+		}
+		keep[rp.ID] = true
+	}
+	a.status.RemoveOrphanedStatuses(keep)
+	a.backoff.GC()
+	return nil
+}
+
+// PodCouldHaveRunningContainers implements status.PodDeletionSafety.
+func (h *handler) PodCouldHaveRunningContainers(pod *v1.Pod) bool {
+	return (*Agent)(h).workers.CouldHaveRunningContainers(pod.UID)
+}
+
+func (a *Agent) update(t podworkers.UpdateType, pod, mirror *v1.Pod) {
+	if err := a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: t, Pod: pod, MirrorPod: mirror}); err != nil {
+		a.log.Error(err, "Cannot update pod worker", "pod", podutil.FullName(pod))
+	}
+}
+
+// isTerminal reports whether the agent's status of pod (or, before the agent
+// has one, the pod's own) is Succeeded or Failed.
+func (a *Agent) isTerminal(pod *v1.Pod) bool {
+	phase := pod.Status.Phase
+	if st, ok := a.status.GetPodStatus(pod.UID); ok {
+		phase = st.Phase
+	}
+	return phase == v1.PodSucceeded || phase == v1.PodFailed
+}
+
+// activePods counts the pods that hold a slot on the node: desired, not
+// terminal and not known terminated, other than except.
+func (a *Agent) activePods(except types.UID) int {
+	n := 0
+	for _, p := range a.pods.pods() {
+		if p.UID != except && !a.isTerminal(p) && !a.workers.IsPodKnownTerminated(p.UID) {
+			n++
+		}
+	}
+	return n
+}
+
+// admit returns the reason and message why pod may not run, or "".
+func (a *Agent) admit(pod *v1.Pod, active int) (reason, msg string) {
+	if active >= a.cfg.MaxPods {
+		return ReasonOutOfPods, fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", active, a.cfg.MaxPods)
+	}
+	if !a.cfg.AllowHostNamespaces && (pod.Spec.HostNetwork || pod.Spec.HostPID || pod.Spec.HostIPC) {
+		return ReasonHostNamespacesNotAllowed, "pod uses a host namespace (hostNetwork, hostPID or hostIPC) and the node does not allow it"
+	}
+	if !a.cfg.AllowPrivileged {
+		if name, ok := privilegedContainer(pod); ok {
+			return ReasonPrivilegedNotAllowed, fmt.Sprintf("container %q is privileged and the node does not allow privileged containers", name)
+		}
+	}
+	return "", ""
+}
+
+func privilegedContainer(pod *v1.Pod) (string, bool) {
+	priv := func(sc *v1.SecurityContext) bool { return sc != nil && sc.Privileged != nil && *sc.Privileged }
+	for _, c := range pod.Spec.InitContainers {
+		if priv(c.SecurityContext) {
+			return c.Name, true
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if priv(c.SecurityContext) {
+			return c.Name, true
+		}
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if priv(c.SecurityContext) {
+			return c.Name, true
+		}
+	}
+	return "", false
+}
+
+// reject fails a pod that admission refused; its worker never starts.
+func (a *Agent) reject(pod *v1.Pod, reason, msg string) {
+	a.log.Info("Pod rejected", "pod", podutil.FullName(pod), "reason", reason, "message", msg)
+	if a.cfg.Recorder != nil {
+		a.cfg.Recorder.Eventf(pod, v1.EventTypeWarning, reason, "%s", msg)
+	}
+	st := pod.Status.DeepCopy()
+	st.Phase, st.Reason, st.Message = v1.PodFailed, reason, "Pod was rejected: "+msg
+	a.status.SetPodStatus(pod, *st)
+}

@@ -1,0 +1,139 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/status"
+)
+
+// generate computes pod's API status from the runtime's view, on top of the
+// status the agent last set (or the pod's own).
+func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus, terminal bool) v1.PodStatus {
+	old := &pod.Status
+	if st, ok := a.status.GetPodStatus(pod.UID); ok {
+		old = &st
+	}
+	if rs == nil {
+		rs = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	}
+	return status.GeneratePodStatus(pod, rs, old, status.GenerateOptions{
+		Reasons: a.reasons, HostIPs: a.cfg.NodeIPs, PodIsTerminal: terminal,
+	})
+}
+
+// SyncPod sets the pod's API status, then moves the pod one step towards its
+// spec on the runtime. A pod whose status is terminal is done.
+func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v1.Pod, rs *runtime.PodStatus) (bool, error) {
+	a := (*Agent)(s)
+	st := a.generate(pod, rs, false)
+	a.status.SetPodStatus(pod, st)
+	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+		return true, nil
+	}
+	if err := a.runtimeError(); err != nil {
+		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
+	}
+	res := a.cfg.Runtime.SyncPod(ctx, pod, rs, nil, a.backoff)
+	a.reasons.Update(pod.UID, res)
+	err := res.Error()
+	if err == nil {
+		return false, nil
+	}
+	if onlyBackOff(res) {
+		// Containers wait out their back-off: look again soon rather than
+		// after the long error back-off, so restarts keep their rhythm.
+		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
+	}
+	return false, err
+}
+
+// onlyBackOff reports whether every failed step of res is a back-off.
+func onlyBackOff(res runtime.PodSyncResult) bool {
+	if res.SyncError != nil {
+		return false
+	}
+	for _, r := range res.SyncResults {
+		if r.Error != nil && !errors.Is(r.Error, runtime.ErrCrashLoopBackOff) && !errors.Is(r.Error, runtime.ErrImagePullBackOff) {
+			return false
+		}
+	}
+	return true
+}
+
+// SyncTerminatingPod stops the pod's containers within gracePeriod and records
+// the final status once none runs.
+func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, gracePeriod *int64, fn func(*v1.PodStatus)) error {
+	a := (*Agent)(s)
+	st := a.generate(pod, rs, false)
+	if fn != nil {
+		fn(&st)
+	}
+	a.status.SetPodStatus(pod, st)
+
+	if err := a.cfg.Runtime.KillPod(ctx, pod, runningPod(a.cfg.Runtime.Type(), pod, rs), gracePeriod); err != nil {
+		return fmt.Errorf("kill pod: %w", err)
+	}
+	// Confirm from the runtime itself: the cached status is older than the kill.
+	after, err := a.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return fmt.Errorf("status after kill: %w", err)
+	}
+	if n := len(after.RunningContainerStatuses()); n > 0 {
+		return fmt.Errorf("%d containers still running after kill", n)
+	}
+	st = a.generate(pod, after, true)
+	if fn != nil {
+		fn(&st)
+	}
+	a.status.SetPodStatus(pod, st)
+	return nil
+}
+
+// SyncTerminatingRuntimePod stops a runtime pod no source knows, quickly.
+func (s *syncer) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod) error {
+	a := (*Agent)(s)
+	if err := a.cfg.Runtime.KillPod(ctx, nil, *rp, ptr.To[int64](1)); err != nil {
+		return fmt.Errorf("kill orphaned pod: %w", err)
+	}
+	return nil
+}
+
+// SyncTerminatedPod records the final status of a stopped pod and lets the
+// status manager delete it from the apiserver.
+func (s *syncer) SyncTerminatedPod(_ context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
+	a := (*Agent)(s)
+	a.status.SetPodStatus(pod, a.generate(pod, rs, true))
+	a.status.TerminatePod(pod)
+	a.reasons.Remove(pod.UID)
+	return nil
+}
+
+// runningPod turns a pod status into the runtime pod KillPod stops: its
+// running (or possibly running) containers and its sandboxes.
+func runningPod(runtimeType string, pod *v1.Pod, rs *runtime.PodStatus) runtime.Pod {
+	rp := runtime.Pod{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	if rs == nil {
+		return rp
+	}
+	for _, c := range rs.ContainerStatuses {
+		if c.State != runtime.ContainerStateRunning && c.State != runtime.ContainerStateUnknown && c.State != runtime.ContainerStateCreated {
+			continue
+		}
+		rp.Containers = append(rp.Containers, &runtime.Container{ID: c.ID, Name: c.Name, Image: c.Image, ImageID: c.ImageID, Hash: c.Hash, State: c.State})
+	}
+	for _, sb := range rs.SandboxStatuses {
+		state := runtime.ContainerStateExited
+		if sb.State == runtime.SandboxStateReady {
+			state = runtime.ContainerStateRunning
+		}
+		rp.Sandboxes = append(rp.Sandboxes, &runtime.Container{ID: runtime.ContainerID{Type: runtimeType, ID: sb.ID}, State: state})
+	}
+	return rp
+}
