@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// syncBuffer is a bytes.Buffer that run writes to while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// lastFrame returns the last table the live view printed.
+func lastFrame(out string) string {
+	i := strings.LastIndex(out, "--- ")
+	if i < 0 {
+		return ""
+	}
+	return out[i:]
+}
+
+// row finds the line of pod's container in frame and returns its phase,
+// state and restarts.
+func row(frame, pod, container string) (phase, state, restarts string, ok bool) {
+	re := regexp.MustCompile(`^(\S+)\s+(\S+(?: \(\S+\))?)\s+(\S+)\s+(.+?)\s+(\S+)$`)
+	for _, line := range strings.Split(frame, "\n") {
+		m := re.FindStringSubmatch(line)
+		if m != nil && m[1] == pod && m[3] == container {
+			return m[2], m[4], m[5], true
+		}
+	}
+	return "", "", "", false
+}
+
+// started is run in the background.
+type started struct {
+	stdout, stderr syncBuffer
+	cancel         context.CancelFunc
+	done           chan error
+}
+
+func start(t *testing.T, args ...string) *started {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &started{cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- run(ctx, args, &s.stdout, &s.stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(2 * time.Minute):
+			t.Error("run did not return after cancel")
+		}
+	})
+	return s
+}
+
+// stop cancels run and returns its error.
+func (s *started) stop(t *testing.T) error {
+	t.Helper()
+	s.cancel()
+	select {
+	case err := <-s.done:
+		s.done <- err // for the cleanup
+		return err
+	case <-time.After(2 * time.Minute):
+		t.Fatal("run did not return after cancel")
+		return nil
+	}
+}
+
+// waitFrame polls the output until a frame satisfies cond; the deadline
+// only keeps a broken test from hanging.
+func (s *started) waitFrame(t *testing.T, what string, cond func(frame string) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		select {
+		case err := <-s.done:
+			s.done <- err
+			t.Fatalf("run returned %v while waiting for %s\nstdout:\n%s\nstderr:\n%s", err, what, s.stdout.String(), s.stderr.String())
+		default:
+		}
+		if f := lastFrame(s.stdout.String()); cond(f) {
+			return f
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s\nstdout:\n%s\nstderr:\n%s", what, s.stdout.String(), s.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type want struct{ pod, container, phase, state string }
+
+func matches(frame string, wants []want) bool {
+	for _, w := range wants {
+		phase, state, _, ok := row(frame, w.pod, w.container)
+		if !ok || phase != w.phase || !strings.HasPrefix(state, w.state) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestShippedManifestsReachTheirPhasesOnTheInMemoryRuntime(t *testing.T) {
+	s := start(t, "-pod-manifest-path", "manifests", "-node-name", "test-node", "-file-check-frequency", "1s")
+	wants := []want{
+		{"web-test-node", "web", "Running", "running"},
+		{"job-test-node", "job", "Succeeded", "exited 0 (Completed)"},
+		{"with-init-test-node", "init:setup", "Running", "exited 0 (Completed)"},
+		{"with-init-test-node", "app", "Running", "running"},
+	}
+	s.waitFrame(t, "expected phases", func(f string) bool { return matches(f, wants) })
+	if !strings.Contains(s.stdout.String(), "with-init-test-node  Pending") {
+		t.Errorf("the init container pod was never shown Pending before Running:\n%s", s.stdout.String())
+	}
+	if err := s.stop(t); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	final := lastFrame(s.stdout.String())
+	if strings.Contains(final, "running") {
+		t.Fatalf("a container still runs after shutdown:\n%s", final)
+	}
+	for _, w := range []want{{"web-test-node", "web", "", ""}, {"with-init-test-node", "app", "", ""}} {
+		if _, state, _, _ := row(final, w.pod, w.container); !strings.HasPrefix(state, "exited") {
+			t.Errorf("%s/%s after shutdown: %q, want exited", w.pod, w.container, state)
+		}
+	}
+}
+
+func TestDurationStopsTheProgram(t *testing.T) {
+	var stdout, stderr syncBuffer
+	err := run(context.Background(), []string{"-pod-manifest-path", "manifests/web.yaml", "-node-name", "n", "-duration", "100ms"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "POD") {
+		t.Fatalf("no view printed:\n%s", stdout.String())
+	}
+}
+
+func TestBadFlagsGiveAClearError(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"-nope"}, "flag provided but not defined: -nope"},
+		{"extra argument", []string{"manifests"}, `unexpected arguments ["manifests"]`},
+		{"zero max pods", []string{"-max-pods", "0"}, "-max-pods must be positive"},
+		{"negative sync frequency", []string{"-sync-frequency", "-1s"}, "-sync-frequency must be positive"},
+		{"negative duration", []string{"-duration", "-1s"}, "-duration must not be negative"},
+		{"missing manifest directory", []string{"-pod-manifest-path", "no/such/dir"}, "-pod-manifest-path: stat no/such/dir"},
+		{"default manifests outside the repository root", []string{"-pod-manifest-path", defaultManifests}, "run from the repository root"},
+		{"no source at all", []string{"-pod-manifest-path", ""}, "nothing to run"},
+		{"header without a colon", []string{"-manifest-url", "http://x", "-manifest-url-header", "nocolon"}, `"nocolon": want key:value`},
+		{"header without URL", []string{"-manifest-url-header", "a:b"}, "-manifest-url-header needs -manifest-url"},
+		{"pause image without CRI", []string{"-pause-image", "p:1"}, "-pause-image needs -cri"},
+		{"invalid node name", []string{"-node-name", "Not_A_Name"}, `-node-name "Not_A_Name"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := tt.args
+			if tt.name != "default manifests outside the repository root" && tt.name != "no source at all" && tt.name != "missing manifest directory" {
+				args = append([]string{"-pod-manifest-path", "manifests"}, args...)
+			}
+			err := run(context.Background(), args, &stdout, &stderr)
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want a usage error containing %q", err, tt.want)
+			}
+			if stdout.Len() != 0 {
+				t.Fatalf("printed a view despite the error:\n%s", stdout.String())
+			}
+		})
+	}
+}
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"-h"}, &stdout, &stderr)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, f := range []string{"pod-manifest-path", "manifest-url", "manifest-url-header", "node-name", "sync-frequency",
+		"file-check-frequency", "http-check-frequency", "allow-privileged", "max-pods", "v", "duration", "cri",
+		"pause-image", "pod-logs-root", "pods-root"} {
+		if !regexp.MustCompile(`(?m)^  -` + regexp.QuoteMeta(f) + `\b`).MatchString(stderr.String()) {
+			t.Errorf("-h does not document -%s:\n%s", f, stderr.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), exitAnnotation) {
+		t.Errorf("-h does not explain %s", exitAnnotation)
+	}
+}
+
+func TestManifestURLHeaderIsRepeatable(t *testing.T) {
+	o, err := parseFlags([]string{"-pod-manifest-path", "manifests", "-manifest-url", "http://x",
+		"-manifest-url-header", "a:1,b:2", "-manifest-url-header", "a:3"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.header["A"]; len(got) != 2 || got[0] != "1" || got[1] != "3" {
+		t.Errorf("header A = %v, want [1 3]", got)
+	}
+	if got := o.header["B"]; len(got) != 1 || got[0] != "2" {
+		t.Errorf("header B = %v, want [2]", got)
+	}
+}

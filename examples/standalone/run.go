@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/examples/internal/podview"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/fake"
+)
+
+// errUsage is wrapped by errors in the command line.
+var errUsage = errors.New("usage")
+
+// defaultManifests is the manifest directory shipped in the repository,
+// relative to its root.
+const defaultManifests = "examples/standalone/manifests"
+
+type options struct {
+	manifestPath, manifestURL string
+	header                    headerFlag
+	nodeName                  string
+	syncFrequency             time.Duration
+	fileCheck, httpCheck      time.Duration
+	allowPrivileged           bool
+	maxPods                   int
+	verbosity                 int
+	duration                  time.Duration
+	criEndpoint, pauseImage   string
+	podLogsRoot, podsRoot     string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{header: headerFlag{}}
+	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: go run ./examples/standalone [flags]
+
+A node agent built from nodekit that runs static pods without an apiserver
+and prints a table of pods, phases and containers whenever it changes.
+SIGINT or SIGTERM stops every pod gracefully, then it exits 0.
+
+Without -cri the pods run on the built-in in-memory runtime, which runs no
+commands: containers run until stopped, init containers exit 0 after 1s, and
+a pod annotation fake.nodekit.io/exit: "name=duration[:code],..." makes the
+named containers exit that long after they start (code default 0).
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.manifestPath, "pod-manifest-path", defaultManifests, "directory (or file) of static pod manifests, re-read on change; empty for none")
+	fs.StringVar(&o.manifestURL, "manifest-url", "", "URL serving static pod manifests, polled every -http-check-frequency")
+	fs.Var(o.header, "manifest-url-header", "HTTP header `key:value` sent to -manifest-url; repeatable, or comma-separated")
+	fs.StringVar(&o.nodeName, "node-name", "", "node name, appended to static pod names (default the host name)")
+	fs.DurationVar(&o.syncFrequency, "sync-frequency", time.Minute, "how often every pod is synced again without a change")
+	fs.DurationVar(&o.fileCheck, "file-check-frequency", 20*time.Second, "how often -pod-manifest-path is re-read besides file notifications")
+	fs.DurationVar(&o.httpCheck, "http-check-frequency", 20*time.Second, "how often -manifest-url is polled")
+	fs.BoolVar(&o.allowPrivileged, "allow-privileged", false, "admit pods with privileged containers (rejected otherwise)")
+	fs.IntVar(&o.maxPods, "max-pods", 110, "how many pods may run; later ones are rejected with reason OutOfpods")
+	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up more detail (logs go to stderr)")
+	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long, as on SIGINT; 0 runs until signalled")
+	fs.StringVar(&o.criEndpoint, "cri", "", "CRI runtime endpoint, e.g. unix:///run/containerd/containerd.sock; empty for the in-memory runtime. Images must be on the node or pullable")
+	fs.StringVar(&o.pauseImage, "pause-image", "", "with -cri: the sandbox image the runtime is configured with (containerd's sandbox_image); pulled at start if missing. The CRI runtime, not the agent, chooses it")
+	fs.StringVar(&o.podLogsRoot, "pod-logs-root", "/var/log/pods", "with -cri: root of the container log directories")
+	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (emptyDir volumes, termination messages)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	return o, o.validate()
+}
+
+func (o *options) validate() error {
+	bad := func(format string, a ...any) error { return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...) }
+	for name, d := range map[string]time.Duration{"-sync-frequency": o.syncFrequency, "-file-check-frequency": o.fileCheck,
+		"-http-check-frequency": o.httpCheck} {
+		if d <= 0 {
+			return bad("%s must be positive, got %s", name, d)
+		}
+	}
+	if o.duration < 0 {
+		return bad("-duration must not be negative, got %s", o.duration)
+	}
+	if o.maxPods <= 0 {
+		return bad("-max-pods must be positive, got %d", o.maxPods)
+	}
+	if o.manifestPath == "" && o.manifestURL == "" {
+		return bad("nothing to run: give -pod-manifest-path or -manifest-url")
+	}
+	if o.manifestPath != "" {
+		if _, err := os.Stat(o.manifestPath); err != nil {
+			if o.manifestPath == defaultManifests {
+				return bad("no manifests at %s: run from the repository root or give -pod-manifest-path", defaultManifests)
+			}
+			return bad("-pod-manifest-path: %v", err)
+		}
+	}
+	if len(o.header) > 0 && o.manifestURL == "" {
+		return bad("-manifest-url-header needs -manifest-url")
+	}
+	if o.pauseImage != "" && o.criEndpoint == "" {
+		return bad("-pause-image needs -cri")
+	}
+	if o.nodeName == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node name: %w; give -node-name", err)
+		}
+		o.nodeName = strings.ToLower(host)
+	}
+	if errs := validation.IsDNS1123Subdomain(o.nodeName); len(errs) > 0 {
+		return bad("-node-name %q: %s", o.nodeName, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// headerFlag collects -manifest-url-header values, as the kubelet's
+// --manifest-url-header does.
+type headerFlag http.Header
+
+func (h headerFlag) String() string {
+	var parts []string
+	for k, vs := range h {
+		for _, v := range vs {
+			parts = append(parts, k+":"+v)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (h headerFlag) Set(s string) error {
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, ":")
+		if !ok || strings.TrimSpace(k) == "" {
+			return fmt.Errorf("%q: want key:value", kv)
+		}
+		http.Header(h).Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	return nil
+}
+
+// run is the program: it parses args, runs the agent until ctx ends (or
+// -duration passes), then stops the pods and returns.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, o.verbosity)
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	rt, closeRuntime, err := newRuntime(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer closeRuntime()
+
+	var header http.Header
+	if len(o.header) > 0 {
+		header = http.Header(o.header)
+	}
+	a, err := agent.New(agent.Config{
+		NodeName:           o.nodeName,
+		Runtime:            rt,
+		StaticPodPath:      o.manifestPath,
+		FileCheckFrequency: o.fileCheck,
+		ManifestURL:        o.manifestURL,
+		ManifestURLHeader:  header,
+		HTTPCheckFrequency: o.httpCheck,
+		SyncFrequency:      o.syncFrequency,
+		MaxPods:            o.maxPods,
+		AllowPrivileged:    o.allowPrivileged,
+		TerminateOnExit:    true,
+		Log:                log.WithName("agent"),
+	})
+	if err != nil {
+		return err
+	}
+	return runWithView(ctx, a, stdout, log, "node", o.nodeName, "runtime", rt.Type(), "manifests", o.manifestPath, "url", o.manifestURL)
+}
+
+// runWithView runs a until ctx ends and prints the pod table while it runs
+// and stops, and once more at the end.
+func runWithView(ctx context.Context, a *agent.Agent, stdout io.Writer, log logr.Logger, kv ...any) error {
+	view, err := podview.New(podview.Config{Out: stdout, Pods: a.Pods})
+	if err != nil {
+		return err
+	}
+	log.Info("Starting", kv...)
+	vctx, stopView := context.WithCancel(context.Background())
+	viewDone := make(chan struct{})
+	go func() {
+		defer close(viewDone)
+		view.Run(vctx)
+	}()
+	err = a.Run(ctx)
+	stopView()
+	<-viewDone
+	view.Update()
+	log.Info("Stopped")
+	return err
+}
+
+// newRuntime returns the runtime o asks for and a function that releases it.
+func newRuntime(ctx context.Context, o *options, log logr.Logger) (runtime.Runtime, func(), error) {
+	if o.criEndpoint == "" {
+		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1)})
+		if err != nil {
+			return nil, nil, err
+		}
+		return newScripted(rt, clock.RealClock{}), func() {}, nil
+	}
+	m, err := cri.New(ctx, cri.Config{
+		Endpoint:        o.criEndpoint,
+		PodLogsRoot:     o.podLogsRoot,
+		PodsRoot:        o.podsRoot,
+		AllowPrivileged: o.allowPrivileged,
+		Log:             log.WithName("cri"),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("-cri %s: %w", o.criEndpoint, err)
+	}
+	if o.pauseImage != "" {
+		if err := ensureImage(ctx, m, o.pauseImage); err != nil {
+			m.Close()
+			return nil, nil, fmt.Errorf("-pause-image: %w", err)
+		}
+	}
+	return m, func() { m.Close() }, nil
+}
+
+// ensureImage pulls image unless the node has it.
+func ensureImage(ctx context.Context, is runtime.ImageService, image string) error {
+	images, err := is.ListImages(ctx)
+	if err != nil {
+		return err
+	}
+	for _, img := range images {
+		for _, tag := range img.RepoTags {
+			if tag == image || img.ID == image {
+				return nil
+			}
+		}
+	}
+	_, err = is.PullImage(ctx, image, nil)
+	return err
+}
