@@ -91,7 +91,9 @@ Flags:
 }
 
 func (o *options) validate() error {
-	bad := func(format string, a ...any) error { return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...) }
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
+	}
 	for name, d := range map[string]time.Duration{"-sync-frequency": o.syncFrequency, "-file-check-frequency": o.fileCheck,
 		"-http-check-frequency": o.httpCheck} {
 		if d <= 0 {
