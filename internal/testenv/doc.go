@@ -12,4 +12,10 @@
 //		endpoint := testenv.CRIEndpoint(t)
 //		...
 //	}
+//
+// A node agent owns its runtime as the kubelet owns its node: it stops pods
+// no source wants and garbage-collects dead containers, including those of
+// other tests sharing the runtime. Such a test calls ExclusiveCRIEndpoint,
+// which waits until no other test (in any package's test binary) holds the
+// runtime; CRIEndpoint holds it shared until its test ends.
 package testenv
