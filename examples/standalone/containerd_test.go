@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodekit/nodekit/internal/testenv"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+)
+
+// ourPods lists the runtime's pods (every sandbox and container, running or
+// not) that belong to node.
+func ourPods(t *testing.T, m *cri.Manager, node string) []*runtime.Pod {
+	t.Helper()
+	pods, err := m.GetPods(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*runtime.Pod
+	for _, p := range pods {
+		if strings.HasSuffix(p.Name, "-"+node) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestStandaloneOnContainerd runs the program against the containerd of
+// hack/containerd.sh: real commands, exit codes and restarts in the status,
+// and nothing of its pods left on the runtime after shutdown. The agent
+// kills pods it does not know, so it takes the runtime for itself.
+func TestStandaloneOnContainerd(t *testing.T) {
+	endpoint := testenv.ExclusiveCRIEndpoint(t)
+	image, pause := testenv.TestImage(t), testenv.PauseImage(t)
+	node := "standalone-e2e-" + strconv.FormatInt(time.Now().UnixNano()%1_000_000, 36)
+
+	dir := t.TempDir()
+	manifests := map[string]string{
+		"web.yaml": `apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  terminationGracePeriodSeconds: 5
+  initContainers:
+  - {name: setup, image: IMAGE, command: [sh, -c, "echo ready > /work/ready"], volumeMounts: [{name: work, mountPath: /work}]}
+  containers:
+  - {name: web, image: IMAGE, command: [sh, -c, "trap 'exit 0' TERM; cat /work/ready; while true; do sleep 1; done"], volumeMounts: [{name: work, mountPath: /work}]}
+  volumes: [{name: work, emptyDir: {}}]
+`,
+		"crash.yaml": `apiVersion: v1
+kind: Pod
+metadata: {name: crash}
+spec:
+  containers:
+  - {name: crash, image: IMAGE, command: [sh, -c, "echo crashing; exit 3"]}
+`,
+		"job.yaml": `apiVersion: v1
+kind: Pod
+metadata: {name: job}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: job, image: IMAGE, command: [sh, -c, "echo done"]}
+`,
+	}
+	for name, m := range manifests {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.ReplaceAll(m, "IMAGE", image)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs, state := t.TempDir(), t.TempDir()
+	m, err := cri.New(context.Background(), cri.Config{Endpoint: endpoint, PodLogsRoot: logs, PodsRoot: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	began := time.Now()
+	s := start(t, "-cri", endpoint, "-pause-image", pause, "-pod-manifest-path", dir, "-node-name", node,
+		"-pod-logs-root", logs, "-pods-root", state, "-file-check-frequency", "1s", "-v", "1")
+	pod := func(name string) string { return name + "-" + node }
+	s.waitFrame(t, "pods running", func(f string) bool {
+		return matches(f, []want{{pod("web"), "init:setup", "Running", "exited 0 (Completed)"}, {pod("web"), "web", "Running", "running"}})
+	})
+	t.Logf("web running after %s", time.Since(began).Round(10*time.Millisecond))
+	frame := s.waitFrame(t, "the job done and the crashing container restarted", func(f string) bool {
+		_, state, restarts, ok := row(f, pod("crash"), "crash")
+		n, _ := strconv.Atoi(restarts)
+		return ok && n >= 1 && strings.Contains(state, "exited 3 (Error)") &&
+			matches(f, []want{{pod("job"), "job", "Succeeded", "exited 0 (Completed)"}, {pod("web"), "web", "Running", "running"}})
+	})
+	t.Logf("after %s:\n%s", time.Since(began).Round(10*time.Millisecond), frame)
+	if phase, _, _, _ := row(frame, pod("crash"), "crash"); phase != "Running" {
+		t.Errorf("crashing pod under restartPolicy Always: phase %s, want Running", phase)
+	}
+	if got := len(ourPods(t, m, node)); got != 3 {
+		t.Fatalf("the runtime holds %d pods of node %s, want 3", got, node)
+	}
+
+	if err := s.stop(t); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, s.stderr.String())
+	}
+	if left := ourPods(t, m, node); len(left) != 0 {
+		var desc []string
+		for _, p := range left {
+			desc = append(desc, fmt.Sprintf("%s (%d sandboxes, %d containers)", p.Name, len(p.Sandboxes), len(p.Containers)))
+		}
+		t.Fatalf("left on the runtime after shutdown: %s", strings.Join(desc, ", "))
+	}
+	if final := lastFrame(s.stdout.String()); strings.Contains(final, "running") {
+		t.Fatalf("a container still runs after shutdown:\n%s", final)
+	}
+}
