@@ -176,7 +176,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := a.startSources(ctx, inner, podCfg, spawn); err != nil {
+	if err := a.startSources(ctx, inner, podCfg, spawn, false); err != nil {
 		cancel()
 		return err
 	}
@@ -224,9 +224,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// startSources starts the configured sources; the mux's inputs live on
-// inner, the sources themselves stop with ctx.
-func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodConfig, spawn func(string, context.Context, func(context.Context) error)) error {
+// startSources starts the configured sources (only the static ones, file
+// and manifest URL, if staticOnly); the mux's inputs live on inner, the
+// sources themselves stop with ctx.
+func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodConfig, spawn func(string, context.Context, func(context.Context) error), staticOnly bool) error {
 	c := a.cfg
 	if c.StaticPodPath != "" {
 		src, err := file.New(file.Config{Path: c.StaticPodPath, NodeName: c.NodeName, CheckFrequency: c.FileCheckFrequency,
@@ -245,6 +246,9 @@ func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodCo
 		}
 		ch := podCfg.Channel(inner, podutil.HTTPSource)
 		spawn("http-source", ctx, func(ctx context.Context) error { return src.Run(ctx, ch) })
+	}
+	if staticOnly {
+		return nil
 	}
 	if c.PodSource != nil {
 		src, err := apiserver.New(apiserver.Config{Client: c.PodSource, NodeName: c.NodeName, Clock: c.Clock,

@@ -24,6 +24,10 @@
 //	if err != nil { ... }
 //	err = a.Run(ctx) // until ctx ends; TerminateOnExit stops the pods first
 //
+// RunOnce is the kubelet's --runonce instead of Run: it runs the pods of the
+// static sources once until each runs or has completed, reports per pod and
+// returns, leaving the pods as they are.
+//
 // Pods returns what the agent runs with the statuses it generated, for a
 // live view or a test's assertions.
 package agent

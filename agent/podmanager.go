@@ -94,11 +94,14 @@ func (m *podManager) pods() []*v1.Pod {
 }
 
 func sortByCreation(pods []*v1.Pod) {
-	sort.SliceStable(pods, func(i, j int) bool {
-		ti, tj := pods[i].CreationTimestamp, pods[j].CreationTimestamp
-		if !ti.Equal(&tj) {
-			return ti.Before(&tj)
-		}
-		return pods[i].UID < pods[j].UID
-	})
+	sort.SliceStable(pods, func(i, j int) bool { return olderPod(pods[i], pods[j]) })
+}
+
+// olderPod orders pods by creation, then UID.
+func olderPod(a, b *v1.Pod) bool {
+	ta, tb := a.CreationTimestamp, b.CreationTimestamp
+	if !ta.Equal(&tb) {
+		return ta.Before(&tb)
+	}
+	return a.UID < b.UID
 }

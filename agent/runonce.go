@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// ErrNoStaticSource is returned by RunOnce when neither StaticPodPath nor
+// ManifestURL is configured.
+var ErrNoStaticSource = errors.New("agent: run-once needs StaticPodPath or ManifestURL")
+
+// RunOnceOptions tune RunOnce; the zero value is syncloop's defaults (wait
+// 1s for the manifests, retry a pod 10 times from 1s, doubling).
+type RunOnceOptions = syncloop.RunOnceConfig
+
+// RunOnce is the kubelet's --runonce: it reads the static sources
+// (StaticPodPath and ManifestURL; the apiserver and Config.Sources are not
+// read) until each has delivered its pods once, admits them, runs each until
+// its containers run or it has completed, and returns one result per pod,
+// oldest first. A result's Pod is a copy carrying the status the agent
+// generated; its Err says why the pod did not run (admission, the runtime,
+// or syncloop.ErrPodNotRunning after the retries). The pods are left as
+// they are, running. Run and RunOnce exclude each other; either may be called
+// once. opts.Clock and opts.Log default to the agent's.
+func (a *Agent) RunOnce(ctx context.Context, opts RunOnceOptions) ([]syncloop.PodResult, error) {
+	c := a.cfg
+	if c.StaticPodPath == "" && c.ManifestURL == "" {
+		return nil, ErrNoStaticSource
+	}
+	if !a.started.CompareAndSwap(false, true) {
+		return nil, errors.New("agent: Run or RunOnce called twice")
+	}
+	if opts.Clock == nil {
+		opts.Clock = c.Clock
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = c.Log.WithName("runonce")
+	}
+	if st, err := c.Runtime.Status(ctx); err != nil {
+		return nil, fmt.Errorf("agent: runtime status: %w", err)
+	} else if !st.Ready() {
+		return nil, fmt.Errorf("agent: runtime not ready: %+v", st.Conditions)
+	}
+	a.setRuntimeErr(nil)
+
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	spawn := func(name string, ctx context.Context, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error(err, "Source stopped", "source", name)
+			}
+		}()
+	}
+	// Snapshot: every update is the SET of all pods so far, and a source's
+	// first SET is delivered even when it holds no pod.
+	podCfg, err := podconfig.NewPodConfig(podconfig.Snapshot, podconfig.Options{
+		Log: c.Log.WithName("podconfig"), Clock: c.Clock, Recorder: c.Recorder,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.startSources(sctx, sctx, podCfg, spawn, true); err != nil {
+		return nil, err
+	}
+	// Hand syncloop.RunOnce the snapshot taken once every static source has
+	// spoken, so that a manifest URL answering after the files is not lost.
+	first := make(chan podconfig.PodUpdate, 1)
+	spawn("snapshot", sctx, func(ctx context.Context) error {
+		seen := sets.New[string]()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case u := <-podCfg.Updates():
+				seen.Insert(u.Source)
+				if podCfg.SeenAllSources(seen) {
+					first <- u
+					return nil
+				}
+			}
+		}
+	})
+
+	var mu sync.Mutex
+	admitted := 0
+	run := func(ctx context.Context, pod *v1.Pod) (bool, error) {
+		return a.runPodOnce(ctx, pod, &mu, &admitted)
+	}
+	results, err := syncloop.RunOnce(ctx, first, run, opts)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range results {
+		cp := r.Pod.DeepCopy()
+		if st, ok := a.status.GetPodStatus(cp.UID); ok {
+			cp.Status = st
+		}
+		results[i].Pod = cp
+	}
+	sort.SliceStable(results, func(i, j int) bool { return olderPod(results[i].Pod, results[j].Pod) })
+	return results, nil
+}
+
+// runPodOnce is RunOnce's step for one pod: admit it on its first step, then
+// sync it as a pod worker would until every container runs or it is done.
+func (a *Agent) runPodOnce(ctx context.Context, pod *v1.Pod, mu *sync.Mutex, admitted *int) (bool, error) {
+	if _, known := a.pods.GetPodByUID(pod.UID); !known {
+		mu.Lock()
+		reason, msg := a.admit(pod, *admitted)
+		if reason == "" {
+			*admitted++
+			a.pods.addOrUpdate(pod)
+		}
+		mu.Unlock()
+		if reason != "" {
+			a.reject(pod, reason, msg)
+			return false, fmt.Errorf("rejected (%s): %s", reason, msg)
+		}
+	}
+	rs, err := a.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return false, fmt.Errorf("pod status: %w", err)
+	}
+	if allRunning(pod, rs) {
+		// Record what the runtime now runs.
+		a.status.SetPodStatus(pod, a.generate(pod, rs, false))
+		return true, nil
+	}
+	done, err := (*syncer)(a).SyncPod(ctx, 0, pod, nil, rs)
+	if done {
+		return true, nil
+	}
+	if err != nil && !errors.Is(err, podworkers.ErrTransient) {
+		return false, err
+	}
+	// Not there yet (or backing off): syncloop retries after its delay.
+	return false, nil
+}
+
+// allRunning reports whether every regular container of pod runs, the
+// kubelet's isPodRunning.
+func allRunning(pod *v1.Pod, rs *runtime.PodStatus) bool {
+	for _, c := range pod.Spec.Containers {
+		cs := rs.FindContainerStatusByName(c.Name)
+		if cs == nil || cs.State != runtime.ContainerStateRunning {
+			return false
+		}
+	}
+	return true
+}
