@@ -38,10 +38,11 @@ type Agent struct {
 	loop    *syncloop.Loop
 	extra   map[string]chan podconfig.PodUpdate
 
-	// runtimeErr holds why pods cannot be synced now (runtime not ready,
-	// PLEG unhealthy), or a nil error.
+	// runtimeErr holds why the last runtime check failed, or a nil error.
 	runtimeErr atomic.Pointer[error]
 	started    atomic.Bool
+	// runOnce is set by RunOnce, before it syncs: no PLEG runs then.
+	runOnce bool
 }
 
 var (
@@ -106,8 +107,12 @@ func New(c Config) (*Agent, error) {
 		Runtime:      c.Runtime,
 		Cache:        a.cache,
 		RelistPeriod: c.RelistPeriod,
-		Clock:        c.Clock,
-		Log:          c.Log.WithName("pleg"),
+		// A relist of pods that all started at once sends an event or two
+		// per pod; events that do not fit are dropped and their pods wait
+		// for the next resync (SyncFrequency). Room for several per pod.
+		EventChannelCapacity: max(1000, 4*c.MaxPods),
+		Clock:                c.Clock,
+		Log:                  c.Log.WithName("pleg"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pleg: %w", err)
@@ -280,8 +285,7 @@ func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodCo
 	return nil
 }
 
-// checkRuntime records whether pods can be synced: the runtime must report
-// ready and the PLEG must be healthy.
+// checkRuntime records whether the runtime reports ready.
 func (a *Agent) checkRuntime(ctx context.Context) {
 	var err error
 	st, serr := a.cfg.Runtime.Status(ctx)
@@ -291,18 +295,27 @@ func (a *Agent) checkRuntime(ctx context.Context) {
 	case !st.Ready():
 		err = fmt.Errorf("runtime not ready: %+v", st.Conditions)
 	}
-	if err == nil {
-		if ok, perr := a.pleg.Healthy(); !ok {
-			err = fmt.Errorf("PLEG not healthy: %w", perr)
-		}
-	}
 	a.setRuntimeErr(err)
 }
 
 func (a *Agent) setRuntimeErr(err error) { a.runtimeErr.Store(&err) }
 
-// runtimeError is the sync loop's RuntimeErrors.
-func (a *Agent) runtimeError() error { return *a.runtimeErr.Load() }
+// runtimeError is the sync loop's RuntimeErrors: the last runtime check,
+// then the PLEG's health, asked live (as the kubelet's health checks are)
+// so that pods sync as soon as the first relist is done rather than at the
+// next runtime check.
+func (a *Agent) runtimeError() error {
+	if err := *a.runtimeErr.Load(); err != nil {
+		return err
+	}
+	if a.runOnce {
+		return nil
+	}
+	if ok, err := a.pleg.Healthy(); !ok {
+		return fmt.Errorf("PLEG not healthy: %w", err)
+	}
+	return nil
+}
 
 // terminateAll stops every pod and orphaned runtime pod, waits for them
 // within ctx, removes what the runtime keeps of them and flushes statuses.

@@ -479,3 +479,47 @@ func TestPodsConvergeDespiteRuntimeFaults(t *testing.T) {
 		t.Fatalf("%d pods (sandboxes) left running after shutdown", len(running))
 	}
 }
+
+// Pods must reach Running through the PLEG's events alone: neither the first
+// runtime check (made before the first relist) nor a relist that finds
+// every pod started at once (more events than the kubelet's 1,000) may leave
+// them to the next resync or runtime check, an hour away here.
+func TestManyPodsReachRunningWithoutResync(t *testing.T) {
+	n := 1000
+	if testing.Short() {
+		n = 600
+	}
+	rt, _ := fake.New(fake.Config{})
+	c := fastConfig(rt)
+	c.MaxPods = n
+	c.SyncFrequency, c.RuntimeCheckPeriod = time.Hour, time.Hour
+	c.RelistPeriod = 500 * time.Millisecond // most pods start within one relist
+	r := start(t, c)
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		pods[i] = newPod(fmt.Sprintf("p%04d", i), v1.RestartPolicyAlways, "c")
+	}
+	r.set(pods...)
+	waitAPIRunning(t, r.a, pods)
+}
+
+// waitAPIRunning waits until the status the agent generated for each pod
+// is Running with every container running.
+func waitAPIRunning(t *testing.T, a *Agent, pods []*v1.Pod) {
+	t.Helper()
+	next := 0
+	waitFor(t, "every pod Running in its API status", func() bool {
+		for ; next < len(pods); next++ {
+			st, ok := a.status.GetPodStatus(pods[next].UID)
+			if !ok || st.Phase != v1.PodRunning || len(st.ContainerStatuses) != len(pods[next].Spec.Containers) {
+				return false
+			}
+			for _, cs := range st.ContainerStatuses {
+				if cs.State.Running == nil {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}

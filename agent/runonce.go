@@ -53,6 +53,7 @@ func (a *Agent) RunOnce(ctx context.Context, opts RunOnceOptions) ([]syncloop.Po
 		return nil, fmt.Errorf("agent: runtime not ready: %+v", st.Conditions)
 	}
 	a.setRuntimeErr(nil)
+	a.runOnce = true
 
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	goruntime "runtime"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/cri/fakecri"
+	"github.com/nodekit/nodekit/runtime/fake"
+)
+
+// benchConfig is the whole-pipeline benchmarks' agent: the real clock with
+// the kubelet's periods shortened where they pace a pod's way to Running
+// (the relist that reports the started containers) and lengthened where
+// they would only add load (resyncs, runtime checks).
+func benchConfig(rt runtime.Runtime, n int) Config {
+	return Config{
+		NodeName:           "n1",
+		Runtime:            rt,
+		Sources:            []string{src},
+		MaxPods:            n,
+		RelistPeriod:       100 * time.Millisecond,
+		RuntimeCheckPeriod: 5 * time.Second,
+		SyncFrequency:      time.Minute,
+	}
+}
+
+// pipelineRuntime is one runtime under the pipeline benchmark: calls counts
+// the runtime calls so far (CRI calls for the CRI manager).
+type pipelineRuntime struct {
+	rt    runtime.Runtime
+	calls func() int
+	close func()
+}
+
+// BenchmarkPipeline runs 1,000 pods from a SET on a source to Running with
+// a generated API status, through podconfig, syncloop, podworkers, pleg,
+// status and the runtime: (a) runtime/fake, (b) the CRI manager over gRPC to
+// fakecri. One op is the whole 1,000. Besides time and allocations it
+// reports the heap retained per pod once they settle (agent, runtime and, for
+// CRI, the fake server, all in this process) and runtime calls per pod.
+func BenchmarkPipeline(b *testing.B) {
+	const n = 1000
+	variants := []struct {
+		name string
+		make func(b *testing.B) pipelineRuntime
+	}{
+		{"fake", func(b *testing.B) pipelineRuntime {
+			rt, err := fake.New(fake.Config{Images: []string{benchImage}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return pipelineRuntime{rt: rt, calls: func() int { return fakeCalls(rt) }, close: func() {}}
+		}},
+		{"cri", func(b *testing.B) pipelineRuntime {
+			srv, err := fakecri.NewServer(fakecri.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv.Images.SetFakeImages([]string{benchImage})
+			m, err := cri.New(context.Background(), cri.Config{Endpoint: srv.Endpoint(), PodLogsRoot: b.TempDir(), PodsRoot: b.TempDir()})
+			if err != nil {
+				srv.Close()
+				b.Fatal(err)
+			}
+			return pipelineRuntime{rt: m, calls: srv.TotalCalls, close: func() { m.Close(); srv.Close() }}
+		}},
+	}
+	for _, v := range variants {
+		b.Run(fmt.Sprintf("%s/pods=%d", v.name, n), func(b *testing.B) {
+			pods := make([][]*v1.Pod, b.N)
+			for i := range pods {
+				pods[i] = benchPods(i, n)
+			}
+			var retained, calls, wall float64
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				goruntime.GC()
+				var before, after goruntime.MemStats
+				goruntime.ReadMemStats(&before)
+				prt := v.make(b)
+				a, err := New(benchConfig(prt.rt, n))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				c0 := prt.calls()
+				b.StartTimer()
+
+				start := time.Now()
+				go func() { done <- a.Run(ctx) }()
+				a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: pods[i]}
+				waitAllRunning(b, a, pods[i])
+				wall += time.Since(start).Seconds()
+
+				b.StopTimer()
+				calls += float64(prt.calls() - c0)
+				pods[i] = nil // the agent's copies are what is retained
+				goruntime.GC()
+				goruntime.ReadMemStats(&after)
+				retained += float64(int64(after.HeapAlloc) - int64(before.HeapAlloc))
+				cancel()
+				<-done
+				prt.close()
+				b.StartTimer()
+			}
+			b.StopTimer()
+			b.ReportMetric(retained/float64(b.N*n), "retained-B/pod")
+			b.ReportMetric(calls/float64(b.N*n), "calls/pod")
+			b.ReportMetric(wall/float64(b.N), "s-to-running")
+		})
+	}
+}
+
+func fakeCalls(rt *fake.Runtime) int {
+	t := 0
+	for _, m := range []string{"SyncPod", "KillPod", "GetPods", "GetPodStatus", "Status", "Version", "GarbageCollect", "PullImage", "ListImages", "RemoveImage", "WatchContainerEvents"} {
+		t += rt.CallCount(m)
+	}
+	return t
+}
+
+// benchImage is present on the runtimes from the start: the benchmark
+// measures the pipeline, not image pulls.
+const benchImage = "registry.local/app:1"
+
+func benchPods(round, n int) []*v1.Pod {
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		p := newPod(fmt.Sprintf("r%d-p%04d", round, i), v1.RestartPolicyAlways, "app")
+		p.Spec.Containers[0].Image, p.Spec.Containers[0].ImagePullPolicy = benchImage, v1.PullIfNotPresent
+		pods[i] = p
+	}
+	return pods
+}
+
+// waitAllRunning polls the status manager until every pod's generated status
+// is Running with its container running. Pods stay Running here, so it
+// checks each pod until it is, then moves on: a poll costs little.
+func waitAllRunning(b *testing.B, a *Agent, pods []*v1.Pod) {
+	deadline := time.Now().Add(time.Minute)
+	next := 0
+	for next < len(pods) {
+		st, ok := a.status.GetPodStatus(pods[next].UID)
+		if ok && st.Phase == v1.PodRunning && len(st.ContainerStatuses) == 1 && st.ContainerStatuses[0].State.Running != nil {
+			next++
+			continue
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d pods running after a minute", next, len(pods))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
