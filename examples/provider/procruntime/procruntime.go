@@ -195,7 +195,7 @@ func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, running runtime.Pod,
 
 // stop sends TERM, waits up to grace, then KILL.
 func (r *Runtime) stop(ctx context.Context, c *proc, grace time.Duration) error {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.signal(syscall.SIGTERM)
 	t := r.cfg.Clock.NewTimer(grace)
 	defer t.Stop()
 	select {
@@ -204,7 +204,7 @@ func (r *Runtime) stop(ctx context.Context, c *proc, grace time.Duration) error 
 	case <-t.C():
 	case <-ctx.Done():
 	}
-	if err := c.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := c.signal(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("kill container %q: %w", c.name, err)
 	}
 	select {
@@ -221,7 +221,7 @@ func (r *Runtime) Close() {
 	for _, p := range r.pods {
 		for _, c := range p.procs {
 			if c.state == runtime.ContainerStateRunning {
-				_ = c.cmd.Process.Kill()
+				_ = c.signal(syscall.SIGKILL)
 			}
 		}
 	}
@@ -272,6 +272,9 @@ func (r *Runtime) start(pod *v1.Pod, c *v1.Container, st *runtime.PodStatus, bac
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, c.WorkingDir, logFile, logFile
+	// Its own process group, so that signals reach what it starts, as they
+	// reach a whole container.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -303,6 +306,8 @@ func (r *Runtime) start(pod *v1.Pod, c *v1.Container, st *runtime.PodStatus, bac
 func (r *Runtime) wait(p *proc, logFile *os.File) {
 	defer r.wg.Done()
 	err := p.cmd.Wait()
+	// Like a container whose init exits, nothing it started outlives it.
+	_ = p.signal(syscall.SIGKILL)
 	logFile.Close()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -317,6 +322,11 @@ func (r *Runtime) wait(p *proc, logFile *os.File) {
 	}
 	close(p.done)
 	r.cfg.Log.V(1).Info("container exited", "container", p.name, "exitCode", p.exitCode)
+}
+
+// signal sends sig to the container's process group.
+func (p *proc) signal(sig syscall.Signal) error {
+	return syscall.Kill(-p.cmd.Process.Pid, sig)
 }
 
 // Pods returns the UIDs of the pods the runtime knows, sorted; for tests.
