@@ -201,29 +201,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return runWithView(ctx, a, stdout, log, "node", o.nodeName, "runtime", rt.Type(), "manifests", o.manifestPath, "url", o.manifestURL)
-}
-
-// runWithView runs a until ctx ends and prints the pod table while it runs
-// and stops, and once more at the end.
-func runWithView(ctx context.Context, a *agent.Agent, stdout io.Writer, log logr.Logger, kv ...any) error {
 	view, err := podview.New(podview.Config{Out: stdout, Pods: a.Pods})
 	if err != nil {
 		return err
 	}
-	log.Info("Starting", kv...)
-	vctx, stopView := context.WithCancel(context.Background())
-	viewDone := make(chan struct{})
-	go func() {
-		defer close(viewDone)
-		view.Run(vctx)
-	}()
-	err = a.Run(ctx)
-	stopView()
-	<-viewDone
-	view.Update()
-	log.Info("Stopped")
-	return err
+	log.Info("Starting", "node", o.nodeName, "runtime", rt.Type(), "manifests", o.manifestPath, "url", o.manifestURL)
+	defer log.Info("Stopped")
+	return view.Follow(func() error { return a.Run(ctx) })
 }
 
 // newRuntime returns the runtime o asks for and a function that releases it.

@@ -6,5 +6,5 @@
 // agent.Agent.Pods, which returns copies carrying the generated API status.
 //
 //	v, _ := podview.New(podview.Config{Out: os.Stdout, Pods: a.Pods})
-//	go v.Run(ctx) // a frame every time the table changes, polled every 500ms
+//	err := v.Follow(func() error { return a.Run(ctx) }) // a frame on every change, polled every 500ms
 package podview

@@ -68,6 +68,23 @@ func (v *View) Run(ctx context.Context) {
 	}
 }
 
+// Follow calls run while Run prints frames, then prints a last frame once
+// run has returned, and returns run's error. Frames keep coming while run
+// shuts down, for example while an agent stops its pods.
+func (v *View) Follow(run func() error) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v.Run(ctx)
+	}()
+	err := run()
+	cancel()
+	<-done
+	v.Update()
+	return err
+}
+
 // Update prints a frame, a time-stamped header and the table, if the table
 // differs from the last one printed, and reports whether it printed.
 func (v *View) Update() bool {

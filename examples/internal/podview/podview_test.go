@@ -154,3 +154,31 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestFollowPrintsALastFrameAfterRunReturns(t *testing.T) {
+	var out lockedBuffer
+	var mu sync.Mutex
+	phase := v1.PodRunning
+	list := func() []*v1.Pod {
+		mu.Lock()
+		defer mu.Unlock()
+		return []*v1.Pod{pod("a", phase)}
+	}
+	v, err := podview.New(podview.Config{Out: &out, Pods: list, Period: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := errors.New("run failed")
+	got := v.Follow(func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		phase = v1.PodSucceeded
+		return want
+	})
+	if got != want {
+		t.Fatalf("Follow returned %v, want run's error", got)
+	}
+	if !strings.Contains(out.String(), "Succeeded") {
+		t.Fatalf("no frame after run returned:\n%s", out.String())
+	}
+}
