@@ -6,7 +6,9 @@
 //
 // What it ignores: images (the container's command runs from the host's
 // PATH), namespaces, cgroups and resources. Each pod gets a pretend sandbox
-// on the host network so the shared planner sees a ready sandbox. Container
+// on the host network so the shared planner sees a ready sandbox. Each
+// container runs in its own process group: TERM and KILL reach what it
+// started, and nothing it started outlives it, as in a real container. Container
 // output goes to <Root>/<namespace>_<name>_<uid>/<container>/<restart>.log, the
 // kubelet's layout.
 package procruntime
