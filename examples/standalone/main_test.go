@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -150,6 +153,25 @@ func TestShippedManifestsReachTheirPhasesOnTheInMemoryRuntime(t *testing.T) {
 		if _, state, _, _ := row(final, w.pod, w.container); !strings.HasPrefix(state, "exited") {
 			t.Errorf("%s/%s after shutdown: %q, want exited", w.pod, w.container, state)
 		}
+	}
+}
+
+func TestPodsFromManifestURLWithHeaders(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Token") != "secret" {
+			http.Error(w, "no token", http.StatusForbidden)
+			return
+		}
+		fmt.Fprint(w, "apiVersion: v1\nkind: Pod\nmetadata: {name: remote}\nspec:\n  containers: [{name: app, image: busybox}]\n")
+	}))
+	defer srv.Close()
+	s := start(t, "-pod-manifest-path", "", "-manifest-url", srv.URL, "-manifest-url-header", "X-Token:secret",
+		"-http-check-frequency", "1s", "-node-name", "test-node")
+	s.waitFrame(t, "the served pod running", func(f string) bool {
+		return matches(f, []want{{"remote-test-node", "app", "Running", "running"}})
+	})
+	if err := s.stop(t); err != nil {
+		t.Fatal(err)
 	}
 }
 
