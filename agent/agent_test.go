@@ -129,7 +129,8 @@ func runningContainers(t *testing.T, rt runtime.Runtime, uid types.UID) int {
 	return -1
 }
 
-// runningPods maps each pod's UID to its number of running containers.
+// runningPods maps each pod GetPods lists as running (a running container
+// or a ready sandbox) to its number of running containers.
 func runningPods(t *testing.T, rt runtime.Runtime) map[types.UID]int {
 	t.Helper()
 	for range 50 {
@@ -139,6 +140,7 @@ func runningPods(t *testing.T, rt runtime.Runtime) map[types.UID]int {
 		}
 		out := make(map[types.UID]int, len(pods))
 		for _, p := range pods {
+			out[p.ID] += 0
 			for _, c := range p.Containers {
 				if c.State == runtime.ContainerStateRunning {
 					out[p.ID]++
@@ -214,7 +216,11 @@ func TestCompletedPodsReachTerminalPhase(t *testing.T) {
 func TestCrashingContainerRestartsWithBackOff(t *testing.T) {
 	rt, _ := fake.New(fake.Config{})
 	rt.SetContainerBehavior("crash", fake.Behavior{Exit: true, ExitAfter: 5 * time.Millisecond, ExitCode: 2})
-	r := start(t, fastConfig(rt))
+	c := fastConfig(rt)
+	// Back-offs long against the 10ms polls below, so the waiting state
+	// between restarts is seen however fast the pipeline turns.
+	c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax = 200*time.Millisecond, 400*time.Millisecond
+	r := start(t, c)
 	pod := newPod("crashy", v1.RestartPolicyAlways, "crash")
 	r.set(pod)
 	sawBackOff := false
@@ -433,25 +439,80 @@ func TestRunTwiceFails(t *testing.T) {
 	}
 }
 
+// faultCounter counts the calls of the runtime under it that failed with an
+// injected fault, so the fault test knows it faced some.
+type faultCounter struct {
+	*fake.Runtime
+	mu     sync.Mutex
+	faults int
+}
+
+func (f *faultCounter) count(err error) {
+	if errors.Is(err, fake.ErrInjected) {
+		f.mu.Lock()
+		f.faults++
+		f.mu.Unlock()
+	}
+}
+
+func (f *faultCounter) injected() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.faults
+}
+
+func (f *faultCounter) SyncPod(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, s []v1.Secret, b *runtime.Backoff) runtime.PodSyncResult {
+	res := f.Runtime.SyncPod(ctx, pod, st, s, b)
+	f.count(res.Error())
+	return res
+}
+
+func (f *faultCounter) KillPod(ctx context.Context, pod *v1.Pod, rp runtime.Pod, grace *int64) error {
+	err := f.Runtime.KillPod(ctx, pod, rp, grace)
+	f.count(err)
+	return err
+}
+
+func (f *faultCounter) GetPodStatus(ctx context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) {
+	st, err := f.Runtime.GetPodStatus(ctx, uid, name, ns)
+	f.count(err)
+	return st, err
+}
+
+func (f *faultCounter) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) {
+	pods, err := f.Runtime.GetPods(ctx, all)
+	f.count(err)
+	return pods, err
+}
+
+// The in-memory runtime fails 10 % of its calls and of the steps inside
+// SyncPod and KillPod (seeded). Every pod must still reach Running in its
+// API status, removed pods must stop, and after Run returns with
+// TerminateOnExit, with the faults still on, nothing of any pod may be left
+// on the runtime. TestMain's goleak checks that no goroutine outlives Run.
 func TestPodsConvergeDespiteRuntimeFaults(t *testing.T) {
 	n := 1000
 	if testing.Short() {
 		n = 100
 	}
-	rt, _ := fake.New(fake.Config{Seed: 42, FailureRates: map[string]float64{
-		"SyncPod": 0.1, "KillPod": 0.1, "GetPodStatus": 0.1, "GetPods": 0.1,
-	}})
+	rates := map[string]float64{}
+	for _, m := range []string{"SyncPod", "KillPod", "GetPodStatus", "GetPods", "Status", "CreatePodSandbox", "StartContainer", "StopContainer"} {
+		rates[m] = 0.1
+	}
+	frt, _ := fake.New(fake.Config{Seed: 42, FailureRates: rates})
+	rt := &faultCounter{Runtime: frt}
 	c := fastConfig(rt)
 	c.MaxPods = n
 	c.TerminateOnExit = true
-	c.ShutdownTimeout = 5 * time.Second
+	c.ShutdownTimeout = 20 * time.Second
 	r := start(t, c)
 	pods := make([]*v1.Pod, n)
 	for i := range pods {
 		pods[i] = newPod(fmt.Sprintf("p%04d", i), v1.RestartPolicyAlways, "c")
 	}
 	r.set(pods...)
-	waitFor(t, "every pod running", func() bool {
+	waitAPIRunning(t, r.a, pods)
+	waitFor(t, "every pod running on the runtime", func() bool {
 		running := runningPods(t, rt)
 		for _, p := range pods {
 			if running[p.UID] != 1 {
@@ -460,26 +521,49 @@ func TestPodsConvergeDespiteRuntimeFaults(t *testing.T) {
 		}
 		return true
 	})
-	r.set(pods[:n/2]...)
-	waitFor(t, "removed half stopped", func() bool {
-		running := runningPods(t, rt)
-		for _, p := range pods[n/2:] {
-			if running[p.UID] != 0 {
+
+	kept, removed := pods[:n/2], pods[n/2:]
+	r.set(kept...)
+	waitFor(t, "removed half stopped, sandboxes included", func() bool {
+		listed := runningPods(t, rt) // pods with a running container or a ready sandbox
+		for _, p := range removed {
+			if _, ok := listed[p.UID]; ok {
 				return false
 			}
 		}
 		return true
 	})
-	if err := rt.SetFailureRate("KillPod", 0); err != nil {
+	running := runningPods(t, rt)
+	for _, p := range kept {
+		if running[p.UID] != 1 {
+			t.Fatalf("kept pod %s runs %d containers, want 1", p.Name, running[p.UID])
+		}
+	}
+	if got := len(r.a.Pods()); got != len(kept) {
+		t.Fatalf("agent lists %d pods, want %d", got, len(kept))
+	}
+	if rt.injected() == 0 {
+		t.Fatal("no fault was injected")
+	}
+
+	r.stop()
+	for m := range rates {
+		if err := frt.SetFailureRate(m, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left := runningPods(t, rt); len(left) != 0 {
+		t.Fatalf("%d pods (containers or sandboxes) left running after shutdown", len(left))
+	}
+	all, err := rt.GetPods(context.Background(), true)
+	if err != nil {
 		t.Fatal(err)
 	}
-	r.stop()
-	running, _ := rt.GetPods(context.Background(), false)
-	if len(running) != 0 {
-		t.Fatalf("%d pods (sandboxes) left running after shutdown", len(running))
+	if len(all) != 0 {
+		t.Fatalf("%d pods left on the runtime after shutdown, want all removed", len(all))
 	}
+	t.Logf("%d injected faults", rt.injected())
 }
-
 // Pods must reach Running through the PLEG's events alone: neither the first
 // runtime check (made before the first relist) nor a relist that finds
 // every pod started at once (more events than the kubelet's 1,000) may leave
