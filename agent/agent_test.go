@@ -564,6 +564,7 @@ func TestPodsConvergeDespiteRuntimeFaults(t *testing.T) {
 	}
 	t.Logf("%d injected faults", rt.injected())
 }
+
 // Pods must reach Running through the PLEG's events alone: neither the first
 // runtime check (made before the first relist) nor a relist that finds
 // every pod started at once (more events than the kubelet's 1,000) may leave
