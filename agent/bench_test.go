@@ -70,7 +70,13 @@ func BenchmarkPipeline(b *testing.B) {
 				srv.Close()
 				b.Fatal(err)
 			}
-			return pipelineRuntime{rt: m, calls: srv.TotalCalls, close: func() { m.Close(); srv.Close() }}
+			return pipelineRuntime{rt: m, calls: srv.TotalCalls, close: func() {
+				if testing.Verbose() {
+					b.Logf("CRI calls: %v", srv.CallCounts())
+				}
+				m.Close()
+				srv.Close()
+			}}
 		}},
 	}
 	for _, v := range variants {
