@@ -234,7 +234,7 @@ func (c *churn) steps(ctx context.Context, n int) error {
 }
 
 // background runs steps until the returned stop is called; stop returns the
-// first error.
+// first error. The churn must not be used otherwise until stop returns.
 func (c *churn) background(ctx context.Context) (stop func() error) {
 	ctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
@@ -319,11 +319,11 @@ func TestWatchInterruption(t *testing.T) {
 	t.Run("changes during an apiserver restart are not lost", func(t *testing.T) {
 		stop := w.background(ctx)
 		err := srcAPI.Restart(ctx)
-		if err == nil {
-			err = w.steps(ctx, 20)
-		}
 		if err2 := stop(); err == nil {
 			err = err2
+		}
+		if err == nil {
+			err = w.steps(ctx, 20)
 		}
 		if err != nil {
 			t.Fatal(err)
