@@ -211,6 +211,20 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	return *vs.status.DeepCopy(), true
 }
 
+// SharedPodStatus is GetPodStatus without the copy, for hot paths that only
+// read (the agent generates every new status on top of the last one). The
+// status is the Manager's own: it never modifies a stored status (a change
+// stores a new one), and the caller must not modify it either.
+func (m *Manager) SharedPodStatus(uid types.UID) (*v1.PodStatus, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	vs, ok := m.statuses[m.translateLocked(uid)]
+	if !ok {
+		return nil, false
+	}
+	return &vs.status, true
+}
+
 func (m *Manager) translateLocked(uid types.UID) types.UID {
 	if s, ok := m.statics[uid]; ok {
 		return s

@@ -771,6 +771,24 @@ func TestStatusesAreCopiedInAndOut(t *testing.T) {
 	assert.Equal(t, "img", again.ContainerStatuses[0].Image)
 }
 
+func TestSharedStatusIsNotChangedByLaterUpdates(t *testing.T) {
+	m, _ := newManager(t, nil, nil)
+	pod := testPod("p", "uid1")
+	m.SetPodStatus(pod, runningStatus("cri://a"))
+	shared, ok := m.SharedPodStatus(pod.UID)
+	require.True(t, ok)
+	before := shared.DeepCopy()
+
+	m.SetContainerReadiness(pod.UID, runtime.ContainerID{Type: "cri", ID: "a"}, false)
+	m.SetPodStatus(pod, runningStatus("cri://b"))
+	assert.Equal(t, before, shared, "a status handed out is never modified")
+	now, _ := m.SharedPodStatus(pod.UID)
+	assert.Equal(t, "cri://b", now.ContainerStatuses[0].ContainerID, "the latest status replaces it")
+
+	_, ok = m.SharedPodStatus("unknown")
+	assert.False(t, ok)
+}
+
 func TestPodBeingDeletedIsSyncedWithoutChange(t *testing.T) {
 	ctx := context.Background()
 	pod := testPod("p", "uid1")
