@@ -157,7 +157,7 @@ func waitAllRunning(b *testing.B, a *Agent, pods []*v1.Pod) {
 	deadline := time.Now().Add(time.Minute)
 	next := 0
 	for next < len(pods) {
-		st, ok := a.status.GetPodStatus(pods[next].UID)
+		st, ok := a.status.SharedPodStatus(pods[next].UID)
 		if ok && st.Phase == v1.PodRunning && len(st.ContainerStatuses) == 1 && st.ContainerStatuses[0].State.Running != nil {
 			next++
 			continue

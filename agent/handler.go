@@ -160,7 +160,7 @@ func (a *Agent) update(t podworkers.UpdateType, pod, mirror *v1.Pod) {
 // has one, the pod's own) is Succeeded or Failed.
 func (a *Agent) isTerminal(pod *v1.Pod) bool {
 	phase := pod.Status.Phase
-	if st, ok := a.status.GetPodStatus(pod.UID); ok {
+	if st, ok := a.status.SharedPodStatus(pod.UID); ok {
 		phase = st.Phase
 	}
 	return phase == v1.PodSucceeded || phase == v1.PodFailed

@@ -17,8 +17,8 @@ import (
 // status the agent last set (or the pod's own).
 func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus, terminal bool) v1.PodStatus {
 	old := &pod.Status
-	if st, ok := a.status.GetPodStatus(pod.UID); ok {
-		old = &st
+	if st, ok := a.status.SharedPodStatus(pod.UID); ok {
+		old = st // read only: GeneratePodStatus does not modify it
 	}
 	if rs == nil {
 		rs = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
