@@ -45,7 +45,9 @@ type pipelineRuntime struct {
 // status and the runtime: (a) runtime/fake, (b) the CRI manager over gRPC to
 // fakecri. One op is the whole 1,000. Besides time and allocations it
 // reports the heap retained per pod once they settle (agent, runtime and, for
-// CRI, the fake server, all in this process) and runtime calls per pod.
+// CRI, the fake server, all in this process), the goroutine stacks per pod
+// (not in the heap: mostly the pod workers', one goroutine per pod), runtime
+// calls per pod (CRI calls for cri) and the wall time to all Running.
 func BenchmarkPipeline(b *testing.B) {
 	const n = 1000
 	variants := []struct {
@@ -85,7 +87,7 @@ func BenchmarkPipeline(b *testing.B) {
 			for i := range pods {
 				pods[i] = benchPods(i, n)
 			}
-			var retained, calls, wall float64
+			var retained, stacks, calls, wall float64
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -115,6 +117,7 @@ func BenchmarkPipeline(b *testing.B) {
 				goruntime.GC()
 				goruntime.ReadMemStats(&after)
 				retained += float64(int64(after.HeapAlloc) - int64(before.HeapAlloc))
+				stacks += float64(int64(after.StackInuse) - int64(before.StackInuse))
 				cancel()
 				<-done
 				prt.close()
@@ -122,6 +125,7 @@ func BenchmarkPipeline(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(retained/float64(b.N*n), "retained-B/pod")
+			b.ReportMetric(stacks/float64(b.N*n), "stack-B/pod")
 			b.ReportMetric(calls/float64(b.N*n), "calls/pod")
 			b.ReportMetric(wall/float64(b.N), "s-to-running")
 		})
