@@ -57,9 +57,16 @@ func TestPullParallelism(t *testing.T) {
 					require.NoError(t, err)
 				})
 			}
-			for range n {
+			// Let the limit fill up before releasing anything, so the
+			// measured maximum does not depend on scheduling.
+			for range tt.want {
 				<-img.started
+			}
+			for i := range n {
 				img.release <- struct{}{}
+				if i+tt.want < n {
+					<-img.started
+				}
 			}
 			wg.Wait()
 			require.Equal(t, tt.want, img.maxSeen)
