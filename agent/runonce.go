@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -26,9 +25,10 @@ type RunOnceOptions = syncloop.RunOnceConfig
 
 // RunOnce is the kubelet's --runonce: it reads the static sources
 // (StaticPodPath and ManifestURL; the apiserver and Config.Sources are not
-// read) until each has delivered its pods once, admits them, runs each until
-// its containers run or it has completed, and returns one result per pod,
-// oldest first. A result's Pod is a copy carrying the status the agent
+// read) until each has delivered its pods once, admits them oldest first
+// (as Run does: MaxPods, privileged, host namespaces), runs each admitted
+// pod until its containers run or it has completed, and returns one result
+// per pod, oldest first. A result's Pod is a copy carrying the status the agent
 // generated; its Err says why the pod did not run (admission, the runtime,
 // or syncloop.ErrPodNotRunning after the retries). The pods are left as
 // they are, running. Run and RunOnce exclude each other; either may be called
@@ -81,7 +81,10 @@ func (a *Agent) RunOnce(ctx context.Context, opts RunOnceOptions) ([]syncloop.Po
 	}
 	// Hand syncloop.RunOnce the snapshot taken once every static source has
 	// spoken, so that a manifest URL answering after the files is not lost.
+	// Admission is decided here, oldest pod first as the kubelet admits, so
+	// that MaxPods keeps the same pods whatever order they then run in.
 	first := make(chan podconfig.PodUpdate, 1)
+	rejected := map[*v1.Pod]error{}
 	spawn("snapshot", sctx, func(ctx context.Context) error {
 		seen := sets.New[string]()
 		for {
@@ -90,18 +93,33 @@ func (a *Agent) RunOnce(ctx context.Context, opts RunOnceOptions) ([]syncloop.Po
 				return nil
 			case u := <-podCfg.Updates():
 				seen.Insert(u.Source)
-				if podCfg.SeenAllSources(seen) {
-					first <- u
-					return nil
+				if !podCfg.SeenAllSources(seen) {
+					continue
 				}
+				pods := append([]*v1.Pod(nil), u.Pods...)
+				sortByCreation(pods)
+				admitted := 0
+				for _, pod := range pods {
+					if reason, msg := a.admit(pod, admitted); reason != "" {
+						a.reject(pod, reason, msg)
+						rejected[pod] = fmt.Errorf("rejected (%s): %s", reason, msg)
+						continue
+					}
+					admitted++
+					a.pods.addOrUpdate(pod)
+				}
+				u.Pods = pods
+				first <- u // happens before RunOnce reads rejected
+				return nil
 			}
 		}
 	})
 
-	var mu sync.Mutex
-	admitted := 0
 	run := func(ctx context.Context, pod *v1.Pod) (bool, error) {
-		return a.runPodOnce(ctx, pod, &mu, &admitted)
+		if err := rejected[pod]; err != nil {
+			return false, err
+		}
+		return a.runPodOnce(ctx, pod)
 	}
 	results, err := syncloop.RunOnce(ctx, first, run, opts)
 	cancel()
@@ -115,26 +133,12 @@ func (a *Agent) RunOnce(ctx context.Context, opts RunOnceOptions) ([]syncloop.Po
 		}
 		results[i].Pod = cp
 	}
-	sort.SliceStable(results, func(i, j int) bool { return olderPod(results[i].Pod, results[j].Pod) })
 	return results, nil
 }
 
-// runPodOnce is RunOnce's step for one pod: admit it on its first step, then
-// sync it as a pod worker would until every container runs or it is done.
-func (a *Agent) runPodOnce(ctx context.Context, pod *v1.Pod, mu *sync.Mutex, admitted *int) (bool, error) {
-	if _, known := a.pods.GetPodByUID(pod.UID); !known {
-		mu.Lock()
-		reason, msg := a.admit(pod, *admitted)
-		if reason == "" {
-			*admitted++
-			a.pods.addOrUpdate(pod)
-		}
-		mu.Unlock()
-		if reason != "" {
-			a.reject(pod, reason, msg)
-			return false, fmt.Errorf("rejected (%s): %s", reason, msg)
-		}
-	}
+// runPodOnce is RunOnce's step for one admitted pod: sync it as a pod
+// worker would until every container runs or it is done.
+func (a *Agent) runPodOnce(ctx context.Context, pod *v1.Pod) (bool, error) {
 	rs, err := a.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
 		return false, fmt.Errorf("pod status: %w", err)

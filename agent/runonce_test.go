@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,10 +83,10 @@ func resultsByName(t *testing.T, res []syncloop.PodResult) map[string]syncloop.P
 
 func TestRunOnce(t *testing.T) {
 	tests := []struct {
-		name  string
-		files map[string]string
-		setup func(*fake.Runtime)
-		allow bool
+		name    string
+		files   map[string]string
+		setup   func(*fake.Runtime)
+		maxPods int
 		// want maps pod name to the phase it reports, and whether it ran.
 		want map[string]struct {
 			phase v1.PodPhase
@@ -130,6 +131,18 @@ func TestRunOnce(t *testing.T) {
 			}{"web-n1": {v1.PodRunning, true}, "fail-n1": {v1.PodPending, false}},
 		},
 		{
+			name: "pods beyond MaxPods are rejected, the oldest admitted",
+			files: map[string]string{
+				"a.yaml": strings.Replace(manifest("young", v1.RestartPolicyAlways, "yc", ""), "namespace: default", "namespace: default\n  creationTimestamp: \"2021-01-01T00:00:00Z\"", 1),
+				"b.yaml": strings.Replace(manifest("old", v1.RestartPolicyAlways, "oc", ""), "namespace: default", "namespace: default\n  creationTimestamp: \"2020-01-01T00:00:00Z\"", 1),
+			},
+			maxPods: 1,
+			want: map[string]struct {
+				phase v1.PodPhase
+				ok    bool
+			}{"old-n1": {v1.PodRunning, true}, "young-n1": {v1.PodFailed, false}},
+		},
+		{
 			name:  "empty manifest directory runs nothing",
 			files: map[string]string{},
 		},
@@ -142,6 +155,9 @@ func TestRunOnce(t *testing.T) {
 			}
 			c := fastConfig(rt)
 			c.Sources, c.StaticPodPath = nil, writeManifests(t, tt.files)
+			if tt.maxPods != 0 {
+				c.MaxPods = tt.maxPods
+			}
 			a, err := New(c)
 			if err != nil {
 				t.Fatal(err)
@@ -151,6 +167,11 @@ func TestRunOnce(t *testing.T) {
 			stop()
 			if err != nil {
 				t.Fatal(err)
+			}
+			for i := 1; i < len(res); i++ {
+				if olderPod(res[i].Pod, res[i-1].Pod) {
+					t.Errorf("results not oldest first: %s before %s", res[i-1].Pod.Name, res[i].Pod.Name)
+				}
 			}
 			got := resultsByName(t, res)
 			if len(got) != len(tt.want) {
