@@ -31,7 +31,8 @@ type RunOnceOptions = syncloop.RunOnceConfig
 // per pod, oldest first. A result's Pod is a copy carrying the status the agent
 // generated; its Err says why the pod did not run (admission, the runtime,
 // or syncloop.ErrPodNotRunning after the retries). The pods are left as
-// they are, running. Run and RunOnce exclude each other; either may be called
+// they are, running; their statuses are kept (Pods, Status), not sent to an
+// apiserver. Run and RunOnce exclude each other; either may be called
 // once. opts.Clock and opts.Log default to the agent's.
 func (a *Agent) RunOnce(ctx context.Context, opts RunOnceOptions) ([]syncloop.PodResult, error) {
 	c := a.cfg

@@ -181,6 +181,36 @@ func TestApplyReplacesPodKeepingItsUID(t *testing.T) {
 	}
 }
 
+func TestPodMovedToAnotherNodeRunsThereOnly(t *testing.T) {
+	c := newCluster(t, "n1", "n2")
+	ctx := waitCtx(t)
+	p := pod("web", "n1", v1.RestartPolicyAlways)
+	if err := c.Apply(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	on := func(node string) func([]*v1.Pod) bool {
+		return func(pods []*v1.Pod) bool {
+			return len(pods) == 1 && pods[0].Spec.NodeName == node && pods[0].Status.Phase == v1.PodRunning
+		}
+	}
+	if err := c.WaitFor(ctx, on("n1")); err != nil {
+		t.Fatal(err)
+	}
+	uid := c.Pods()[0].UID
+	p.Spec.NodeName = "n2"
+	if err := c.Apply(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitFor(ctx, func(pods []*v1.Pod) bool {
+		return on("n2")(pods) && runningContainers(t, c.Node("n1"), uid) == 0
+	}); err != nil {
+		t.Fatal(err, phases(c.Pods()))
+	}
+	if n := runningContainers(t, c.Node("n2"), uid); n != 1 {
+		t.Fatalf("n2 runs %d containers of the moved pod, want 1", n)
+	}
+}
+
 func TestBadRequestsAreRejected(t *testing.T) {
 	c := newCluster(t, "n1")
 	ctx := waitCtx(t)
