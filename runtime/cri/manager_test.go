@@ -119,7 +119,9 @@ func TestStatus(t *testing.T) {
 }
 
 func TestCallsTimeOut(t *testing.T) {
-	e := newFakeEnv(t, func(c *cri.Config) { c.CallTimeout = 20 * time.Millisecond })
+	// CallTimeout also bounds New's handshake, which includes connecting:
+	// a few milliseconds fail it on a loaded machine.
+	e := newFakeEnv(t, func(c *cri.Config) { c.CallTimeout = time.Second })
 	e.srv.SetLatency("ListPodSandbox", time.Minute)
 	_, err := e.m.GetPods(e.ctx, true)
 	require.Error(t, err)
