@@ -1,26 +1,3 @@
-// Command standalone is a node agent on nodekit that runs static pods without
-// an apiserver, as the kubelet does in standalone mode, and prints a live
-// view of its pods.
-//
-// From the repository root:
-//
-//	go run ./examples/standalone                 # the in-memory runtime, examples/standalone/manifests
-//	go run ./examples/standalone -duration 10s   # stop by itself after 10s
-//	sudo go run ./examples/standalone -cri unix:///run/containerd/containerd.sock
-//
-// It reads pods from -pod-manifest-path (and -manifest-url), runs them on the
-// built-in in-memory runtime (runtime/fake) or, with -cri, on a real CRI
-// runtime through runtime/cri, and prints a table of pods, phases and
-// containers to stdout whenever it changes. Logs go to stderr (-v for more).
-// SIGINT or SIGTERM stops every pod gracefully, then the program exits 0.
-//
-// The in-memory runtime runs no commands. Its containers run until stopped;
-// init containers exit 0 after a second; a pod's annotation
-// fake.nodekit.io/exit: "name=duration[:code],..." makes the named
-// containers exit that long after they start. -cri ignores the annotation:
-// the real commands run.
-//
-// Run `go run ./examples/standalone -h` for every flag.
 package main
 
 import (
