@@ -142,9 +142,7 @@ func defaultContainer(c *v1.Container, hostNetwork bool) {
 	if c.TerminationMessagePolicy == "" {
 		c.TerminationMessagePolicy = v1.TerminationMessageReadFile
 	}
-	if c.ImagePullPolicy == "" {
-		c.ImagePullPolicy = defaultPullPolicy(c.Image)
-	}
+	c.ImagePullPolicy = podutil.PullPolicy(c)
 	for i := range c.Ports {
 		p := &c.Ports[i]
 		if p.Protocol == "" {
@@ -175,26 +173,6 @@ func defaultContainer(c *v1.Container, hostNetwork bool) {
 		defaultHandler(c.Lifecycle.PostStart)
 		defaultHandler(c.Lifecycle.PreStop)
 	}
-}
-
-// defaultPullPolicy: Always for an untagged or :latest image without a
-// digest, else IfNotPresent.
-func defaultPullPolicy(image string) v1.PullPolicy {
-	if strings.Contains(image, "@") {
-		return v1.PullIfNotPresent
-	}
-	name := image
-	if i := strings.LastIndex(name, "/"); i >= 0 {
-		name = name[i+1:]
-	}
-	tag := ""
-	if i := strings.LastIndex(name, ":"); i >= 0 {
-		tag = name[i+1:]
-	}
-	if tag == "" || tag == "latest" {
-		return v1.PullAlways
-	}
-	return v1.PullIfNotPresent
 }
 
 func defaultProbe(p *v1.Probe) {

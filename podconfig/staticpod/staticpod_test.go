@@ -268,16 +268,3 @@ func TestVolumeWithoutSourceDefaultsToEmptyDir(t *testing.T) {
 	assert.NotNil(t, p.Spec.Volumes[1].EmptyDir)
 	assert.NoError(t, Validate(p))
 }
-
-func TestDefaultPullPolicy(t *testing.T) {
-	for image, want := range map[string]v1.PullPolicy{
-		"busybox":                     v1.PullAlways,
-		"busybox:latest":              v1.PullAlways,
-		"busybox:1.36":                v1.PullIfNotPresent,
-		"registry:5000/busybox":       v1.PullAlways,
-		"registry:5000/busybox:1":     v1.PullIfNotPresent,
-		"busybox@sha256:0123456789ab": v1.PullIfNotPresent,
-	} {
-		assert.Equal(t, want, defaultPullPolicy(image), image)
-	}
-}

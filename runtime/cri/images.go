@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -46,24 +47,6 @@ func newPuller(c Config, img runtimeapi.ImageServiceClient) *puller {
 	return p
 }
 
-// pullPolicy is the container's policy, or the API's default when empty:
-// Always for :latest or untagged images, IfNotPresent otherwise.
-func pullPolicy(c *v1.Container) v1.PullPolicy {
-	if c.ImagePullPolicy != "" {
-		return c.ImagePullPolicy
-	}
-	ref := c.Image
-	if i := strings.LastIndexByte(ref, '@'); i >= 0 {
-		return v1.PullIfNotPresent
-	}
-	slash := strings.LastIndexByte(ref, '/')
-	colon := strings.LastIndexByte(ref, ':')
-	if colon <= slash || ref[colon+1:] == "latest" {
-		return v1.PullAlways
-	}
-	return v1.PullIfNotPresent
-}
-
 // ensure returns the image reference to create c from. Its error wraps
 // ErrInvalidImageName, ErrImageInspect, ErrImageNeverPull, ErrImagePull or
 // ErrImagePullBackOff; msg is the message for the container's status.
@@ -74,7 +57,7 @@ func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandb
 		return "", msg, fmt.Errorf("%w: %s", runtime.ErrInvalidImageName, msg)
 	}
 	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image, Annotations: sandbox.GetAnnotations()}
-	policy := pullPolicy(c)
+	policy := podutil.PullPolicy(c)
 	if policy != v1.PullAlways {
 		cctx, cancel := context.WithTimeout(ctx, p.timeout)
 		resp, err := p.img.ImageStatus(cctx, &runtimeapi.ImageStatusRequest{Image: spec})

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -224,25 +225,6 @@ func lastExited(status *runtime.PodStatus, name string) *runtime.ContainerStatus
 	return nil
 }
 
-// pullPolicy is the container's policy, defaulted as the API server does.
-func pullPolicy(c *v1.Container) v1.PullPolicy {
-	if c.ImagePullPolicy != "" {
-		return c.ImagePullPolicy
-	}
-	ref := c.Image
-	if i := strings.IndexByte(ref, '@'); i >= 0 {
-		return v1.PullIfNotPresent // by digest
-	}
-	tag := ""
-	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
-		tag = ref[i+1:]
-	}
-	if tag == "" || tag == "latest" {
-		return v1.PullAlways
-	}
-	return v1.PullIfNotPresent
-}
-
 // ensureImage makes the container's image present as its pull policy asks,
 // like the kubelet's image manager: it returns the image ID or a step error
 // and its message.
@@ -253,7 +235,7 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container)
 	r.mu.Lock()
 	id, present := r.images[c.Image]
 	r.mu.Unlock()
-	switch pullPolicy(c) {
+	switch podutil.PullPolicy(c) {
 	case v1.PullNever:
 		if !present {
 			return "", fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image), runtime.ErrImageNeverPull
