@@ -32,6 +32,7 @@ const (
 	SnapshotAndUpdates
 )
 
+// String returns the mode's name, as in the constant.
 func (m NotificationMode) String() string {
 	switch m {
 	case Incremental:

@@ -26,6 +26,7 @@ const (
 
 var opNames = [...]string{"SET", "ADD", "DELETE", "REMOVE", "UPDATE", "RECONCILE"}
 
+// String returns the operation's name in upper case, as the kubelet logs it.
 func (o PodOperation) String() string {
 	if o >= 0 && int(o) < len(opNames) {
 		return opNames[o]

@@ -43,6 +43,7 @@ const (
 	SyncPodKill
 )
 
+// String returns the update type in lower case ("sync", "kill", ...), for logs.
 func (t UpdateType) String() string {
 	switch t {
 	case SyncPodSync:
@@ -70,6 +71,7 @@ const (
 	StateTerminated
 )
 
+// String returns the state in lower case ("syncing", ...), for logs.
 func (s State) String() string {
 	switch s {
 	case StateSyncing:

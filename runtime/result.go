@@ -8,6 +8,7 @@ import (
 // SyncAction names one step of SyncPod or KillPod.
 type SyncAction string
 
+// The steps, as the kubelet names them in its sync results.
 const (
 	StartContainer   SyncAction = "StartContainer"
 	KillContainer    SyncAction = "KillContainer"

@@ -84,6 +84,7 @@ type ImageService interface {
 // ContainerEventType says what happened to a container.
 type ContainerEventType string
 
+// The container events a ContainerEventer reports.
 const (
 	ContainerCreatedEvent ContainerEventType = "created"
 	ContainerStartedEvent ContainerEventType = "started"
