@@ -326,8 +326,8 @@ func TestSyncTickSyncsDuePods(t *testing.T) {
 		SyncPeriod: time.Second, HousekeepingPeriod: time.Hour})
 	h := newRecorder()
 	start(t, l, h)
-	for !clk.HasWaiters() {
-		// the tickers exist once Run has started
+	for clk.Waiters() < 2 {
+		// the sync and housekeeping tickers exist once Run has started
 		gosched()
 	}
 	clk.Step(time.Second)
@@ -349,7 +349,10 @@ func TestHousekeepingWaitsForSources(t *testing.T) {
 	h := newRecorder()
 	h.cleanupStep = func() { clk.Step(1500 * time.Millisecond) } // a slow housekeeping
 	r := start(t, l, h)
-	for !clk.HasWaiters() {
+	// Both tickers: with only the sync ticker made, the step below could
+	// come before the housekeeping ticker exists, which would then never
+	// fire at 2s.
+	for clk.Waiters() < 2 {
 		gosched()
 	}
 	clk.Step(2 * time.Second)
