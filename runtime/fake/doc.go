@@ -1,7 +1,7 @@
-// Package fake is an in-memory runtime.Runtime (with runtime.GarbageCollector,
-// runtime.ImageService and runtime.ContainerEventer) for tests of everything above the runtime: the
-// PLEG relists it, pod workers and the agent sync pods on it, and users test
-// their own assemblies with it.
+// Package fake is an in-memory runtime.Runtime (with
+// runtime.GarbageCollector, runtime.ImageService and runtime.ContainerEventer)
+// for tests of everything above the runtime: the PLEG relists it, pod workers
+// and the agent sync pods on it, and users test their own assemblies with it.
 //
 // Pods and containers move through real states. SyncPod carries out
 // runtime.ComputePodActions (the same plan the CRI manager follows):
