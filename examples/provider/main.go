@@ -6,17 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/stdr"
-
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/podview"
 	"github.com/nodekit/nodekit/examples/provider/procruntime"
 )
@@ -78,7 +75,7 @@ Flags:
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	logger := logr.New(vSink{stdr.New(log.New(stderr, "", log.LstdFlags)).GetSink(), *verbosity})
+	logger := exlog.New(stderr, *verbosity)
 
 	rt, err := procruntime.New(procruntime.Config{Root: *logRoot, Log: logger.WithName("procruntime")})
 	if err != nil {
@@ -103,21 +100,4 @@ Flags:
 	}
 	logger.Info("Starting", "node", *nodeName, "logs", *logRoot)
 	return view.Follow(func() error { return a.Run(ctx) })
-}
-
-// vSink filters by verbosity per logger; stdr's own verbosity is
-// process-wide.
-type vSink struct {
-	logr.LogSink
-	v int
-}
-
-func (s vSink) Enabled(level int) bool { return level <= s.v }
-
-func (s vSink) WithValues(kv ...any) logr.LogSink {
-	return vSink{s.LogSink.WithValues(kv...), s.v}
-}
-
-func (s vSink) WithName(name string) logr.LogSink {
-	return vSink{s.LogSink.WithName(name), s.v}
 }

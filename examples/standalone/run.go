@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/podview"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -168,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, o.verbosity)
+	log := exlog.New(stderr, o.verbosity)
 	if o.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)

@@ -1,4 +1,4 @@
-package main
+package exlog
 
 import (
 	"io"
@@ -8,13 +8,15 @@ import (
 	"github.com/go-logr/stdr"
 )
 
-// newLogger logs to w through stdr at verbosity v. stdr's own verbosity is
-// process-wide (stdr.SetVerbosity); vSink keeps it per logger instead.
-func newLogger(w io.Writer, v int) logr.Logger {
+// New returns a logger that writes to w with timestamps and drops messages
+// above verbosity v (V(0) is always written, errors too).
+func New(w io.Writer, v int) logr.Logger {
 	std := stdr.NewWithOptions(log.New(w, "", log.LstdFlags|log.Lmicroseconds), stdr.Options{})
 	return logr.New(vSink{LogSink: std.GetSink(), v: v})
 }
 
+// vSink keeps the verbosity with the logger, through WithName and
+// WithValues.
 type vSink struct {
 	logr.LogSink
 	v int
