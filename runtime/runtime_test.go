@@ -91,3 +91,31 @@ func TestPodHelpers(t *testing.T) {
 	assert.Nil(t, p.FindContainerByName("other"))
 	assert.Same(t, app, p.FindContainerByID(ContainerID{Type: "fake", ID: "1"}))
 }
+
+func TestRunningPodHoldsWhatKillPodMustStop(t *testing.T) {
+	id := func(s string) ContainerID { return ContainerID{Type: "cri", ID: s} }
+	s := &PodStatus{
+		ID: "uid", Name: "web", Namespace: "ns",
+		ContainerStatuses: []*ContainerStatus{
+			{ID: id("run"), Name: "app", State: ContainerStateRunning, Image: "img:1", ImageID: "sha", Hash: 7},
+			{ID: id("old"), Name: "app", State: ContainerStateExited},
+			{ID: id("new"), Name: "init", State: ContainerStateCreated},
+			{ID: id("lost"), Name: "side", State: ContainerStateUnknown},
+		},
+		SandboxStatuses: []*SandboxStatus{{ID: "sb2", State: SandboxStateReady}, {ID: "sb1", State: SandboxStateNotReady}},
+	}
+	want := Pod{
+		ID: "uid", Name: "web", Namespace: "ns",
+		Containers: []*Container{
+			{ID: id("run"), Name: "app", State: ContainerStateRunning, Image: "img:1", ImageID: "sha", Hash: 7},
+			{ID: id("new"), Name: "init", State: ContainerStateCreated},
+			{ID: id("lost"), Name: "side", State: ContainerStateUnknown},
+		},
+		Sandboxes: []*Container{
+			{ID: ContainerID{Type: "containerd", ID: "sb2"}, State: ContainerStateRunning},
+			{ID: ContainerID{Type: "containerd", ID: "sb1"}, State: ContainerStateExited},
+		},
+	}
+	assert.Equal(t, want, s.RunningPod("containerd"), "exited containers are left out; every sandbox is kept")
+	assert.Equal(t, Pod{ID: "uid"}, (&PodStatus{ID: "uid"}).RunningPod("x"), "a pod the runtime does not know has nothing to stop")
+}

@@ -166,6 +166,29 @@ func (s *PodStatus) RunningContainerStatuses() []*ContainerStatus {
 	return out
 }
 
+// RunningPod turns the status into the Pod that KillPod stops, as the
+// kubelet's ConvertPodStatusToRunningPod does: the containers that run or may
+// run (running, created or unknown) and every sandbox, presented as a
+// container that is running while the sandbox is ready. runtimeType is the
+// sandboxes' ContainerID type, the runtime's Type().
+func (s *PodStatus) RunningPod(runtimeType string) Pod {
+	p := Pod{ID: s.ID, Name: s.Name, Namespace: s.Namespace}
+	for _, c := range s.ContainerStatuses {
+		switch c.State {
+		case ContainerStateRunning, ContainerStateCreated, ContainerStateUnknown:
+			p.Containers = append(p.Containers, &Container{ID: c.ID, Name: c.Name, Image: c.Image, ImageID: c.ImageID, Hash: c.Hash, State: c.State})
+		}
+	}
+	for _, sb := range s.SandboxStatuses {
+		state := ContainerStateExited
+		if sb.State == SandboxStateReady {
+			state = ContainerStateRunning
+		}
+		p.Sandboxes = append(p.Sandboxes, &Container{ID: ContainerID{Type: runtimeType, ID: sb.ID}, State: state})
+	}
+	return p
+}
+
 // ReadySandbox returns the newest sandbox if it is ready, or nil.
 func (s *PodStatus) ReadySandbox() *SandboxStatus {
 	if len(s.SandboxStatuses) > 0 && s.SandboxStatuses[0].State == SandboxStateReady {

@@ -49,7 +49,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 
 func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodStatus, pullSecrets []v1.Secret, backoff *runtime.Backoff, p runtime.PodActions, res *runtime.PodSyncResult) {
 	if p.KillPod {
-		kill := m.killPod(ctx, pod, runningPodOf(m.name, status), nil)
+		kill := m.killPod(ctx, pod, status.RunningPod(m.name), nil)
 		res.AddPodSyncResult(kill)
 		if kill.Error() != nil {
 			return
@@ -134,23 +134,4 @@ func doBackOff(pod *v1.Pod, c *v1.Container, st *runtime.PodStatus, b *runtime.B
 	}
 	b.Next(key, last.FinishedAt)
 	return false, "", nil
-}
-
-// runningPodOf turns a status into the running pod KillPod stops: running
-// (or unknown) containers and every sandbox.
-func runningPodOf(typ string, st *runtime.PodStatus) runtime.Pod {
-	p := runtime.Pod{ID: st.ID, Name: st.Name, Namespace: st.Namespace}
-	for _, cs := range st.ContainerStatuses {
-		if cs.State == runtime.ContainerStateRunning || cs.State == runtime.ContainerStateUnknown || cs.State == runtime.ContainerStateCreated {
-			p.Containers = append(p.Containers, &runtime.Container{ID: cs.ID, Name: cs.Name, Hash: cs.Hash, State: cs.State})
-		}
-	}
-	for _, sb := range st.SandboxStatuses {
-		state := runtime.ContainerStateExited
-		if sb.State == runtime.SandboxStateReady {
-			state = runtime.ContainerStateRunning
-		}
-		p.Sandboxes = append(p.Sandboxes, &runtime.Container{ID: runtime.ContainerID{Type: typ, ID: sb.ID}, State: state})
-	}
-	return p
 }
