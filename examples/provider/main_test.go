@@ -102,8 +102,13 @@ spec:
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
-	if pids := processesWith(t, "sleep "+marker); len(pids) != 0 {
-		t.Fatalf("processes left after shutdown: %v", pids)
+	// The container's children were killed with its process group; the
+	// kernel finishes them (and init reaps them) asynchronously, so a pid
+	// may linger a moment after run returned.
+	for gone := time.Now().Add(10 * time.Second); len(processesWith(t, "sleep "+marker)) != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(gone) {
+			t.Fatalf("processes left after shutdown: %v", processesWith(t, "sleep "+marker))
+		}
 	}
 	frames := strings.Split(stdout.String(), "--- ")
 	if last := frames[len(frames)-1]; strings.Contains(last, "running") {
