@@ -115,25 +115,14 @@ func (s *syncer) SyncTerminatedPod(_ context.Context, pod *v1.Pod, rs *runtime.P
 	return nil
 }
 
-// runningPod turns a pod status into the runtime pod KillPod stops: its
-// running (or possibly running) containers and its sandboxes.
+// runningPod is the runtime pod KillPod stops: the status's running (or
+// possibly running) containers and its sandboxes, named after pod since a
+// status from the cache may not carry the name.
 func runningPod(runtimeType string, pod *v1.Pod, rs *runtime.PodStatus) runtime.Pod {
-	rp := runtime.Pod{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
-	if rs == nil {
-		return rp
+	var rp runtime.Pod
+	if rs != nil {
+		rp = rs.RunningPod(runtimeType)
 	}
-	for _, c := range rs.ContainerStatuses {
-		if c.State != runtime.ContainerStateRunning && c.State != runtime.ContainerStateUnknown && c.State != runtime.ContainerStateCreated {
-			continue
-		}
-		rp.Containers = append(rp.Containers, &runtime.Container{ID: c.ID, Name: c.Name, Image: c.Image, ImageID: c.ImageID, Hash: c.Hash, State: c.State})
-	}
-	for _, sb := range rs.SandboxStatuses {
-		state := runtime.ContainerStateExited
-		if sb.State == runtime.SandboxStateReady {
-			state = runtime.ContainerStateRunning
-		}
-		rp.Sandboxes = append(rp.Sandboxes, &runtime.Container{ID: runtime.ContainerID{Type: runtimeType, ID: sb.ID}, State: state})
-	}
+	rp.ID, rp.Name, rp.Namespace = pod.UID, pod.Name, pod.Namespace
 	return rp
 }
