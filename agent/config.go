@@ -61,7 +61,8 @@ type Config struct {
 	// NodeRestriction admission). Optional.
 	Nodes status.NodeGetter
 	// NodeIPs are the node's addresses, primary first, reported as host IPs
-	// (and pod IPs of host-network pods). Optional.
+	// (and pod IPs of host-network pods); the first one's family is the
+	// primary family of pod IPs. Optional.
 	NodeIPs []string
 
 	// SyncFrequency is how often every pod is synced again even without a

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/utils/net"
 
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
@@ -35,7 +36,9 @@ type GenerateOptions struct {
 	// reasons are known (containers then wait without a reason).
 	Reasons *ReasonCache
 	// HostIPs are the node's IPs, primary first. They fill HostIP and
-	// HostIPs, and PodIP(s) of host-network pods. Empty leaves them unset.
+	// HostIPs, and PodIP(s) of host-network pods; the family of the first
+	// decides which of a pod's IPs is its PodIP. Empty leaves the host IPs
+	// unset, and IPv4 is the primary family.
 	HostIPs []string
 	// PodIsTerminal says the pod worker is done with the pod: its
 	// containers will not be restarted whatever the restart policy, so a pod
@@ -68,12 +71,9 @@ func GeneratePodStatus(pod *v1.Pod, rs *runtime.PodStatus, old *v1.PodStatus, op
 	}
 	var s v1.PodStatus
 
-	if n := len(rs.IPs); n > 0 {
-		s.PodIPs = make([]v1.PodIP, n)
-		for i, ip := range rs.IPs {
-			s.PodIPs[i].IP = ip
-		}
-		s.PodIP = rs.IPs[0]
+	s.PodIPs = sortPodIPs(rs.IPs, opts.HostIPs)
+	if len(s.PodIPs) > 0 {
+		s.PodIP = s.PodIPs[0].IP
 	}
 	switch {
 	case old.QOSClass != "":
@@ -164,6 +164,33 @@ func GeneratePodStatus(pod *v1.Pod, rs *runtime.PodStatus, old *v1.PodStatus, op
 		s.StartTime = &t
 	}
 	return s
+}
+
+// sortPodIPs picks the pod's IPs as the kubelet's sortPodIPs does: the
+// runtime may list any number in any order, the apiserver accepts at most one
+// per family. The first IP of the node's primary family (IPv4 without node
+// IPs) comes first, then the first of the other family.
+func sortPodIPs(ips, nodeIPs []string) []v1.PodIP {
+	if len(ips) == 0 {
+		return nil
+	}
+	primary, secondary := utilnet.IsIPv4String, utilnet.IsIPv6String
+	if len(nodeIPs) > 0 && utilnet.IsIPv6String(nodeIPs[0]) {
+		primary, secondary = secondary, primary
+	}
+	out := make([]v1.PodIP, 0, 2)
+	for _, valid := range []func(string) bool{primary, secondary} {
+		for _, ip := range ips {
+			if valid(ip) {
+				out = append(out, v1.PodIP{IP: ip})
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func isIPv4(ip string) bool {

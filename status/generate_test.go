@@ -615,3 +615,34 @@ func TestConditions(t *testing.T) {
 		})
 	}
 }
+
+func TestGeneratePodIPsAsTheKubeletSortsThem(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		nodeIPs []string
+		runtime []string
+		podIP   string
+		podIPs  []v1.PodIP
+	}{
+		{"IPv6 listed first on an IPv4 node: IPv4 is the pod IP", []string{"192.168.0.1"},
+			[]string{"fd00::5", "10.0.0.5"}, "10.0.0.5", []v1.PodIP{{IP: "10.0.0.5"}, {IP: "fd00::5"}}},
+		{"IPv4 listed first on an IPv6 node: IPv6 is the pod IP", []string{"fd00::1", "192.168.0.1"},
+			[]string{"10.0.0.5", "fd00::5"}, "fd00::5", []v1.PodIP{{IP: "fd00::5"}, {IP: "10.0.0.5"}}},
+		{"two IPs of one family: only the first is reported", []string{"192.168.0.1"},
+			[]string{"10.0.0.5", "10.0.0.6"}, "10.0.0.5", []v1.PodIP{{IP: "10.0.0.5"}}},
+		{"no node IPs: IPv4 is the primary family", nil,
+			[]string{"fd00::5", "fd00::6", "10.0.0.5", "10.0.0.6"}, "10.0.0.5", []v1.PodIP{{IP: "10.0.0.5"}, {IP: "fd00::5"}}},
+		{"only the secondary family: it is reported", []string{"192.168.0.1"},
+			[]string{"fd00::5"}, "fd00::5", []v1.PodIP{{IP: "fd00::5"}}},
+		{"unparsable IPs are dropped", []string{"192.168.0.1"},
+			[]string{"bogus", "10.0.0.5"}, "10.0.0.5", []v1.PodIP{{IP: "10.0.0.5"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := genPod(v1.RestartPolicyAlways, "a")
+			rs := &runtime.PodStatus{ID: pod.UID, IPs: tc.runtime, SandboxStatuses: []*runtime.SandboxStatus{readySandbox()}}
+			st := GeneratePodStatus(pod, rs, nil, GenerateOptions{HostIPs: tc.nodeIPs})
+			assert.Equal(t, tc.podIP, st.PodIP)
+			assert.Equal(t, tc.podIPs, st.PodIPs)
+		})
+	}
+}
