@@ -583,6 +583,23 @@ func TestNoMirrorPodWithoutNodeName(t *testing.T) {
 	assert.True(t, ok, "the static pod's status is still served")
 }
 
+func TestStaticPodWithoutMirrorIsNotReadAgainByTheReconcile(t *testing.T) {
+	ctx := context.Background()
+	pod := staticPod("etcd", "h1")
+	f := statustest.New()
+	m, _ := newManager(t, f, func(c *status.Config) { c.NodeName = "" })
+	m.SetPodStatus(pod, runningStatus("cri://a"))
+	m.Sync(ctx)
+	f.ClearActions()
+	m.Sync(ctx)
+	m.Sync(ctx)
+	assert.Empty(t, verbs(f), "no mirror to check until the next change")
+
+	m.SetPodStatus(pod, runningStatus("cri://b"))
+	m.Sync(ctx)
+	assert.Equal(t, []string{"get"}, verbs(f), "a change is still looked at")
+}
+
 func TestStaticPodNameTakenByARegularPod(t *testing.T) {
 	pod := staticPod("etcd", "h1")
 	f := statustest.New(testPod("etcd", "someone-elses"))

@@ -54,8 +54,10 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 		case m.apiVersions[apiUID] < vs.version:
 		case all && vs.finished && vs.pod.DeletionTimestamp != nil && !podutil.IsStaticPod(vs.pod):
 			// Deletion may have waited for containers to stop.
-		case all && !vs.finished && podutil.IsStaticPod(vs.pod):
+		case all && !vs.finished && podutil.IsStaticPod(vs.pod) && m.mirrors[uid].uid != "":
 			// Static pods are few: check that their mirror is still there.
+			// One without a mirror (none wanted) is skipped, as the
+			// kubelet's needsReconcile does, rather than read as NotFound.
 		default:
 			continue
 		}
