@@ -207,7 +207,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.loop, err = syncloop.New(syncloop.Config{
 		Pods:          a.pods,
 		PLEG:          a.pleg.Watch(),
-		WorkQueue:     a.queue,
+		WorkQueue:     (*workQueue)(a),
 		SourcesReady:  ready,
 		RuntimeErrors: a.runtimeError,
 		Clock:         c.Clock,

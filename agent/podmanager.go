@@ -93,6 +93,20 @@ func (m *podManager) pods() []*v1.Pod {
 	return out
 }
 
+// withActiveDeadline returns the desired pods that have an active deadline;
+// nil (no allocation) when none has.
+func (m *podManager) withActiveDeadline() []*v1.Pod {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []*v1.Pod
+	for _, p := range m.byUID {
+		if p.Spec.ActiveDeadlineSeconds != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func sortByCreation(pods []*v1.Pod) {
 	sort.SliceStable(pods, func(i, j int) bool { return olderPod(pods[i], pods[j]) })
 }

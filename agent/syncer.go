@@ -23,9 +23,11 @@ func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus, terminal bool) v1.P
 	if rs == nil {
 		rs = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
-	return status.GeneratePodStatus(pod, rs, old, status.GenerateOptions{
+	st := status.GeneratePodStatus(pod, rs, old, status.GenerateOptions{
 		Reasons: a.reasons, HostIPs: a.cfg.NodeIPs, PodIsTerminal: terminal,
 	})
+	a.failPastDeadline(pod, &st)
+	return st
 }
 
 // SyncPod sets the pod's API status, then moves the pod one step towards its
