@@ -129,11 +129,11 @@ func (g *GenericPLEG) Healthy() (bool, error) {
 	last := g.lastRelist
 	g.lastMu.Unlock()
 	if last.IsZero() {
-		return false, errors.New("pleg: no successful relist yet")
+		return false, errors.New("pleg has yet to be successful")
 	}
 	threshold := time.Duration(g.threshold.Load())
 	if elapsed := g.clock.Since(last); elapsed > threshold {
-		return false, fmt.Errorf("pleg: last successful relist began %v ago; threshold is %v", elapsed, threshold)
+		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
 	}
 	return true, nil
 }

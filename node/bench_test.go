@@ -1,0 +1,70 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/node/nodetest"
+	"github.com/nodekit/nodekit/runtime/fake"
+)
+
+func benchController(b *testing.B) (*Controller, *nodetest.Fake) {
+	b.Helper()
+	api := nodetest.New()
+	rt, err := fake.New(fake.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, img := range []string{"busybox:1", "nginx:1", "pause:3.10"} {
+		if _, err := rt.PullImage(context.Background(), img, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctl, err := New(Config{
+		NodeName: "bench", Nodes: api.Nodes(), Leases: api.Leases(), Runtime: rt,
+		HealthChecks: []HealthCheck{{Name: "PLEG", Check: func() (bool, error) { return true, nil }}},
+		Capacity:     v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi")},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ctl.tryRegister(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return ctl, api
+}
+
+// BenchmarkStatusComputation is one periodic computation of an unchanged
+// status (runtime status, version and images from the in-memory runtime, a
+// health check, conditions) and its comparison with the last one sent: what
+// a node does every 10s.
+func BenchmarkStatusComputation(b *testing.B) {
+	ctl, _ := benchController(b)
+	ctx := context.Background()
+	base := ctl.current()
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		st := ctl.computeStatus(ctx, &base.Status, now)
+		if statusChanged(&base.Status, st) {
+			b.Fatal("status changed")
+		}
+	}
+}
+
+// BenchmarkLeaseRenewal is one renewal of the Lease from the last one
+// written, against nodetest's in-memory apiserver (whose copies are part of
+// the cost).
+func BenchmarkLeaseRenewal(b *testing.B) {
+	ctl, _ := benchController(b)
+	ctx := context.Background()
+	ctl.syncLease(ctx)
+	b.ReportAllocs()
+	for b.Loop() {
+		ctl.syncLease(ctx)
+	}
+}

@@ -1,0 +1,236 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// ErrInvalidConfig is wrapped by New when the Config is unusable.
+var ErrInvalidConfig = errors.New("node: invalid config")
+
+// NodeClient reaches the apiserver's Nodes; client-go's CoreV1().Nodes()
+// satisfies it.
+type NodeClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error)
+	Create(ctx context.Context, node *v1.Node, opts metav1.CreateOptions) (*v1.Node, error)
+	Update(ctx context.Context, node *v1.Node, opts metav1.UpdateOptions) (*v1.Node, error)
+	UpdateStatus(ctx context.Context, node *v1.Node, opts metav1.UpdateOptions) (*v1.Node, error)
+}
+
+// LeaseClient reaches the Leases of one namespace; client-go's
+// CoordinationV1().Leases("kube-node-lease") satisfies it.
+type LeaseClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+}
+
+// Provider is virtual-kubelet's NodeProvider: a provider whose node's
+// health and status it knows better than the defaults.
+type Provider interface {
+	// Ping reports whether the provider is healthy; an error makes the node
+	// NotReady with the error in the Ready condition's message.
+	Ping(ctx context.Context) error
+	// NotifyNodeStatus is called once, before registration; the provider
+	// calls cb (from any goroutine, until ctx ends) whenever its node
+	// changed. cb's node carries what the provider sets: a non-empty
+	// Capacity, Allocatable or Addresses replaces the controller's, and its
+	// Conditions replace the controller's of the same type (others are
+	// added). The change is sent at once. cb copies the node.
+	NotifyNodeStatus(ctx context.Context, cb func(*v1.Node))
+}
+
+// HealthCheck is a check whose failure makes the node NotReady, as the
+// kubelet's runtime health checks (the PLEG's) do: its message is
+// "<Name> is not healthy: <error>".
+type HealthCheck struct {
+	Name  string
+	Check func() (bool, error)
+}
+
+// PressureSource reports resource pressure, the kubelet's eviction
+// manager's view. Each method is called on every status computation.
+type PressureSource interface {
+	MemoryPressure() bool
+	DiskPressure() bool
+	PIDPressure() bool
+}
+
+// Setter adjusts a computed status before it is compared with the last one
+// sent; it runs on every computation (every UpdateFrequency), after the
+// defaults and the provider's status, before the conditions. A Setter may
+// replace status's maps and slices but must not modify them in place: they
+// may be shared with the last status sent. An error is logged and the
+// status is sent as the setters left it.
+type Setter func(ctx context.Context, status *v1.NodeStatus) error
+
+// Config configures a Controller. NodeName and Nodes are required; every
+// other field has the default its comment gives.
+type Config struct {
+	// NodeName is the Node's name, a DNS subdomain. Required.
+	NodeName string
+	// Nodes reaches the apiserver's Nodes. Required.
+	Nodes NodeClient
+	// Leases reaches the Leases of LeaseNamespace. nil: no Lease; the status
+	// is then sent every UpdateFrequency, as the kubelet's heartbeat without
+	// leases.
+	Leases LeaseClient
+	// LeaseNamespace is the Leases' namespace. Default "kube-node-lease".
+	LeaseNamespace string
+
+	// Runtime gives readiness (RuntimeReady, NetworkReady), the runtime
+	// version and, if it is a runtime.ImageService, the image list.
+	// Optional: without it the node is Ready unless a check fails.
+	Runtime runtime.Runtime
+	// HealthChecks make the node NotReady when they fail (the PLEG's
+	// Healthy, for one).
+	HealthChecks []HealthCheck
+	// Provider is asked for its health and pushes status changes. Optional.
+	Provider Provider
+	// Pressure reports memory, disk and PID pressure. Optional: no pressure.
+	Pressure PressureSource
+	// Setters adjust every computed status (allocatable after reservations,
+	// for example). Optional.
+	Setters []Setter
+
+	// Labels are added to the kubelet's (kubernetes.io/hostname, os, arch)
+	// at registration.
+	Labels map[string]string
+	// Taints are set at registration, the kubelet's --register-with-taints.
+	Taints []v1.Taint
+	// MaxPods is the pods capacity. Default 110.
+	MaxPods int
+	// Capacity overrides the host's capacity per resource (cpu from the
+	// CPU count, memory from /proc/meminfo, ephemeral-storage from the file
+	// system of RootDir); pods comes from MaxPods.
+	Capacity v1.ResourceList
+	// Allocatable overrides allocatable per resource. Default: the capacity.
+	Allocatable v1.ResourceList
+	// RootDir is the directory whose file system is the ephemeral-storage
+	// capacity. Default "/".
+	RootDir string
+	// Addresses are the node's addresses. Default: InternalIP of the
+	// host's first non-loopback address and Hostname.
+	Addresses []v1.NodeAddress
+	// Hostname is the kubernetes.io/hostname label and Hostname address.
+	// Default: the host's name, lowercased.
+	Hostname string
+	// KubeletPort is daemonEndpoints.kubeletEndpoint.port. Default 10250.
+	KubeletPort int32
+	// KubeletVersion is nodeInfo.kubeletVersion. Optional.
+	KubeletVersion string
+	// MaxImages is how many images (largest first) the status lists.
+	// Default 50, as the kubelet's; negative: none.
+	MaxImages int
+
+	// UpdateFrequency is how often the status is computed, the kubelet's
+	// nodeStatusUpdateFrequency. Default 10s.
+	UpdateFrequency time.Duration
+	// ReportFrequency is how long an unchanged status goes unsent, the
+	// kubelet's nodeStatusReportFrequency. Default 5m (UpdateFrequency
+	// without Leases).
+	ReportFrequency time.Duration
+	// LeaseDuration is the Lease's leaseDurationSeconds. Default 40s.
+	LeaseDuration time.Duration
+	// RenewInterval is how often the Lease is renewed. Default a quarter of
+	// LeaseDuration.
+	RenewInterval time.Duration
+	// RequestTimeout bounds each apiserver call. Default 10s.
+	RequestTimeout time.Duration
+
+	// Clock drives every timer. Default the real clock.
+	Clock clock.Clock
+	// Log receives the controller's logs. Default logr.Discard().
+	Log logr.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.NodeName == "" {
+		return fmt.Errorf("NodeName is required: %w", ErrInvalidConfig)
+	}
+	if errs := validation.IsDNS1123Subdomain(c.NodeName); len(errs) > 0 {
+		return fmt.Errorf("NodeName %q: %s: %w", c.NodeName, strings.Join(errs, "; "), ErrInvalidConfig)
+	}
+	if c.Nodes == nil {
+		return fmt.Errorf("Nodes is required: %w", ErrInvalidConfig)
+	}
+	for k, v := range c.Labels {
+		errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...)
+		if len(errs) > 0 {
+			return fmt.Errorf("label %s=%s: %s: %w", k, v, strings.Join(errs, "; "), ErrInvalidConfig)
+		}
+	}
+	for _, rl := range []v1.ResourceList{c.Capacity, c.Allocatable} {
+		for name, q := range rl {
+			if q.Sign() < 0 {
+				return fmt.Errorf("negative %s %s: %w", name, q.String(), ErrInvalidConfig)
+			}
+		}
+	}
+	if c.MaxPods < 0 {
+		return fmt.Errorf("negative MaxPods %d: %w", c.MaxPods, ErrInvalidConfig)
+	}
+	if c.KubeletPort < 0 {
+		return fmt.Errorf("negative KubeletPort %d: %w", c.KubeletPort, ErrInvalidConfig)
+	}
+	for _, d := range []time.Duration{c.UpdateFrequency, c.ReportFrequency, c.LeaseDuration, c.RenewInterval, c.RequestTimeout} {
+		if d < 0 {
+			return fmt.Errorf("negative duration %v: %w", d, ErrInvalidConfig)
+		}
+	}
+	for _, h := range c.HealthChecks {
+		if h.Name == "" || h.Check == nil {
+			return fmt.Errorf("health check %q without name or func: %w", h.Name, ErrInvalidConfig)
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.UpdateFrequency, 10*time.Second)
+	if c.Leases == nil {
+		def(&c.ReportFrequency, c.UpdateFrequency)
+	}
+	def(&c.ReportFrequency, 5*time.Minute)
+	def(&c.LeaseDuration, 40*time.Second)
+	def(&c.RenewInterval, c.LeaseDuration/4)
+	def(&c.RequestTimeout, 10*time.Second)
+	if c.LeaseDuration < time.Second {
+		return fmt.Errorf("LeaseDuration %v below 1s: %w", c.LeaseDuration, ErrInvalidConfig)
+	}
+	if c.LeaseNamespace == "" {
+		c.LeaseNamespace = v1.NamespaceNodeLease
+	}
+	if c.MaxPods == 0 {
+		c.MaxPods = 110
+	}
+	if c.KubeletPort == 0 {
+		c.KubeletPort = 10250
+	}
+	if c.MaxImages == 0 {
+		c.MaxImages = 50
+	}
+	if c.RootDir == "" {
+		c.RootDir = "/"
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Log.GetSink() == nil {
+		c.Log = logr.Discard()
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+// Package node keeps one node's Node object and Lease in the apiserver, as
+// the kubelet's node status code (pkg/kubelet/kubelet_node_status.go,
+// pkg/kubelet/nodestatus) and its node lease controller do.
+//
+// A Controller registers the Node (creating it with the kubelet's labels,
+// taints, capacity, allocatable, addresses, daemon endpoint and nodeInfo,
+// or reconciling the labels it owns on a Node that exists), then computes
+// the status every UpdateFrequency (10s) and sends it only when it changed
+// or ReportFrequency (5m) passed, the kubelet's rule with leases. Its
+// conditions are the kubelet's: MemoryPressure, DiskPressure, PIDPressure
+// (from an optional PressureSource) and Ready, last, with reason
+// KubeletReady or KubeletNotReady and the kubelet's messages for a runtime
+// or network that is not ready, a runtime that does not answer and failed
+// health checks (the PLEG's). lastTransitionTime moves only when a
+// condition's status does. Another goroutine renews the Lease in
+// kube-node-lease every RenewInterval (10s, a quarter of its 40s duration),
+// owned by the Node, recreated when deleted; failed calls back off from
+// 200ms doubling to 7s. Idle, a node costs the apiserver 360 lease updates
+// and 12 status updates an hour.
+//
+// Where it sits: beside the pod path. The agent (or any program) gives it
+// the runtime, the PLEG's health and MaxPods; it talks to the apiserver
+// through NodeClient and LeaseClient, which client-go's
+// CoreV1().Nodes() and CoordinationV1().Leases("kube-node-lease") satisfy.
+// A virtual-kubelet style provider plugs in as a Provider (Ping,
+// NotifyNodeStatus); Setters adjust every computed status (allocatable after
+// reservations, for one). A Controller also answers Get for its own Node,
+// so status.Manager can take it as its Nodes for mirror pods' owner
+// references without another request. node/nodetest has a fake apiserver
+// for both clients.
+//
+//	ctl, err := node.New(node.Config{
+//		NodeName: "node-1",
+//		Nodes:    clientset.CoreV1().Nodes(),
+//		Leases:   clientset.CoordinationV1().Leases(v1.NamespaceNodeLease),
+//		Runtime:  rt,
+//		HealthChecks: []node.HealthCheck{{Name: "PLEG", Check: p.Healthy}},
+//	})
+//	if err != nil { ... }
+//	err = ctl.Run(ctx) // until ctx ends, or the apiserver refuses the Node
+//
+// Unlike the kubelet there is no informer: the controller writes from the
+// Node the apiserver last returned and reads it again only after a
+// conflict. Images are listed from a runtime.ImageService on every
+// computation (the kubelet caches them).
+package node

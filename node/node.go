@@ -1,0 +1,374 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	goruntime "runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The back-off of failed apiserver calls: the lease controller's, 200ms
+// doubling to 7s.
+const (
+	backoffInitial = 200 * time.Millisecond
+	backoffMax     = 7 * time.Second
+	// statusRetries bounds the conflict retries of one status update, the
+	// kubelet's nodeStatusUpdateRetry.
+	statusRetries = 5
+)
+
+// Controller keeps one Node and its Lease in the apiserver. Create it with
+// New, run it with Run (once).
+type Controller struct {
+	cfg Config
+
+	labels      map[string]string
+	capacity    v1.ResourceList
+	allocatable v1.ResourceList
+	addresses   []v1.NodeAddress
+	sysInfo     v1.NodeSystemInfo
+
+	trigger    chan struct{}
+	registered chan struct{}
+	regOnce    sync.Once
+	started    atomic.Bool
+
+	mu       sync.Mutex
+	node     *v1.Node // last known from the apiserver; never modified
+	provided *v1.Node // the provider's last node
+
+	// Owned by the status loop.
+	lastReport time.Time
+	// Owned by the lease loop.
+	lease *coordinationv1.Lease
+}
+
+// New checks c, fills its defaults and reads the host's capacity and
+// system info. Nothing is sent until Run.
+func New(c Config) (*Controller, error) {
+	if err := c.setDefaults(); err != nil {
+		return nil, err
+	}
+	ctl := &Controller{
+		cfg:        c,
+		trigger:    make(chan struct{}, 1),
+		registered: make(chan struct{}),
+		sysInfo:    systemInfo(),
+	}
+	ctl.sysInfo.KubeletVersion = c.KubeletVersion
+	hostname := c.NodeName
+	ctl.labels = map[string]string{
+		v1.LabelHostname:   hostname,
+		v1.LabelOSStable:   goruntime.GOOS,
+		v1.LabelArchStable: goruntime.GOARCH,
+	}
+	maps.Copy(ctl.labels, c.Labels)
+	ctl.capacity = hostCapacity(c.RootDir)
+	maps.Copy(ctl.capacity, c.Capacity)
+	ctl.capacity[v1.ResourcePods] = *resource.NewQuantity(int64(c.MaxPods), resource.DecimalSI)
+	ctl.allocatable = ctl.capacity.DeepCopy()
+	maps.Copy(ctl.allocatable, c.Allocatable)
+	for name, a := range ctl.allocatable {
+		if cp, ok := ctl.capacity[name]; ok && a.Cmp(cp) > 0 {
+			return nil, fmt.Errorf("allocatable %s %s above capacity %s: %w", name, a.String(), cp.String(), ErrInvalidConfig)
+		}
+	}
+	ctl.addresses = c.Addresses
+	if len(ctl.addresses) == 0 {
+		ctl.addresses = defaultAddresses(hostname)
+	}
+	return ctl, nil
+}
+
+// Run registers the Node (creating it, or reconciling the one there),
+// then keeps its status and Lease until ctx ends. Failed calls are retried
+// with back-off; Run returns early only when the apiserver refuses the Node
+// for good (invalid, forbidden, unauthorized), with an error that carries
+// the apiserver's reason. It returns after its goroutines have ended.
+func (c *Controller) Run(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return errors.New("node: Run called twice")
+	}
+	if p := c.cfg.Provider; p != nil {
+		p.NotifyNodeStatus(ctx, c.providerUpdate)
+	}
+	if err := c.register(ctx); err != nil || ctx.Err() != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	if c.cfg.Leases != nil {
+		wg.Go(func() { c.leaseLoop(ctx) })
+	}
+	err := c.statusLoop(ctx)
+	wg.Wait()
+	return err
+}
+
+// Trigger asks for a status computation now rather than at the next tick,
+// for a caller that saw readiness change.
+func (c *Controller) Trigger() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Registered is closed once the Node is registered.
+func (c *Controller) Registered() <-chan struct{} { return c.registered }
+
+// Node returns a copy of the Node as the apiserver last returned it, or nil
+// before registration.
+func (c *Controller) Node() *v1.Node {
+	if n := c.current(); n != nil {
+		return n.DeepCopy()
+	}
+	return nil
+}
+
+// Get returns the registered Node without asking the apiserver, so that a
+// Controller can stand in for a Nodes client of status.Manager (mirror
+// pods' owner references). Before registration it fails.
+func (c *Controller) Get(_ context.Context, name string, _ metav1.GetOptions) (*v1.Node, error) {
+	if name != c.cfg.NodeName {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+	}
+	n := c.current()
+	if n == nil {
+		return nil, fmt.Errorf("node %q is not registered yet", name)
+	}
+	return n.DeepCopy(), nil
+}
+
+func (c *Controller) current() *v1.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.node
+}
+
+func (c *Controller) setNode(n *v1.Node) {
+	c.mu.Lock()
+	c.node = n
+	c.mu.Unlock()
+	c.regOnce.Do(func() { close(c.registered) })
+}
+
+func (c *Controller) providerUpdate(n *v1.Node) {
+	cp := n.DeepCopy()
+	c.mu.Lock()
+	c.provided = cp
+	c.mu.Unlock()
+	c.Trigger()
+}
+
+// callCtx bounds one apiserver call.
+func (c *Controller) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.RequestTimeout)
+}
+
+// permanent reports whether retrying err cannot help without someone
+// changing the Node, the cluster's policy or the credentials.
+func permanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
+}
+
+// sleep waits d on the injected clock; false if ctx ended first.
+func (c *Controller) sleep(ctx context.Context, d time.Duration) bool {
+	t := c.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// nextBackoff doubles d within [backoffInitial, backoffMax].
+func nextBackoff(d time.Duration) time.Duration {
+	return min(max(2*d, backoffInitial), backoffMax)
+}
+
+// register creates or reconciles the Node, retrying with back-off until it
+// succeeds, ctx ends (nil) or the apiserver refuses for good.
+func (c *Controller) register(ctx context.Context) error {
+	var wait time.Duration
+	for {
+		err := c.tryRegister(ctx)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if permanent(err) {
+			return fmt.Errorf("node: registering Node %q: %w", c.cfg.NodeName, err)
+		}
+		wait = nextBackoff(wait)
+		c.cfg.Log.Error(err, "Unable to register node, will retry", "node", c.cfg.NodeName, "in", wait)
+		if !c.sleep(ctx, wait) {
+			return nil
+		}
+	}
+}
+
+// initialNode is the Node to create: labels, taints and a full status.
+func (c *Controller) initialNode(ctx context.Context) *v1.Node {
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: c.cfg.NodeName, Labels: maps.Clone(c.labels)},
+		Spec:       v1.NodeSpec{Taints: append([]v1.Taint(nil), c.cfg.Taints...)},
+	}
+	n.Status = *c.computeStatus(ctx, &n.Status, c.cfg.Clock.Now())
+	return n
+}
+
+func (c *Controller) tryRegister(ctx context.Context) error {
+	node := c.initialNode(ctx)
+	cctx, cancel := c.callCtx(ctx)
+	created, err := c.cfg.Nodes.Create(cctx, node, metav1.CreateOptions{})
+	cancel()
+	if err == nil {
+		c.cfg.Log.Info("Registered node", "node", c.cfg.NodeName)
+		c.lastReport = c.cfg.Clock.Now()
+		c.setNode(created)
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	cctx, cancel = c.callCtx(ctx)
+	existing, err := c.cfg.Nodes.Get(cctx, c.cfg.NodeName, metav1.GetOptions{})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("reading the existing node: %w", err)
+	}
+	if updated, ok := c.reconcile(existing); ok {
+		cctx, cancel = c.callCtx(ctx)
+		existing, err = c.cfg.Nodes.Update(cctx, updated, metav1.UpdateOptions{})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("reconciling the existing node: %w", err)
+		}
+	}
+	c.cfg.Log.Info("Node was registered before; reconciled", "node", c.cfg.NodeName)
+	// Its status is someone else's or stale: the first computation sends.
+	c.lastReport = time.Time{}
+	c.setNode(existing)
+	return nil
+}
+
+// reconcile returns a copy of existing with the labels the controller owns
+// (the kubelet's defaults and Config.Labels) set, and whether that changed
+// anything. Other labels, annotations, taints and the spec are left alone,
+// as the kubelet leaves them; the status follows with the first update.
+func (c *Controller) reconcile(existing *v1.Node) (*v1.Node, bool) {
+	changed := false
+	n := existing.DeepCopy()
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	for k, v := range c.labels {
+		if n.Labels[k] != v {
+			n.Labels[k] = v
+			changed = true
+		}
+	}
+	return n, changed
+}
+
+// statusLoop computes the status every UpdateFrequency (and on Trigger),
+// sending it when it changed or ReportFrequency passed; failures retry with
+// back-off.
+func (c *Controller) statusLoop(ctx context.Context) error {
+	// The first computation at once: a reconciled Node's status is stale.
+	t := c.cfg.Clock.NewTimer(0)
+	defer t.Stop()
+	var wait time.Duration
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		case <-c.trigger:
+			t.Stop()
+		}
+		next := c.cfg.UpdateFrequency
+		if err := c.syncStatus(ctx); err != nil && ctx.Err() == nil {
+			if permanent(err) {
+				return fmt.Errorf("node: updating Node %q: %w", c.cfg.NodeName, err)
+			}
+			wait = nextBackoff(wait)
+			next = min(wait, next)
+			c.cfg.Log.Error(err, "Unable to update node status, will retry", "node", c.cfg.NodeName, "in", next)
+		} else {
+			wait = 0
+		}
+		t.Reset(next)
+	}
+}
+
+// errNodeGone says the Node was deleted under the controller.
+var errNodeGone = errors.New("node deleted")
+
+// syncStatus computes the status and sends it if it changed or is due.
+func (c *Controller) syncStatus(ctx context.Context) error {
+	base := c.current()
+	if base == nil { // deleted earlier and not registered again yet
+		return c.tryRegister(ctx)
+	}
+	now := c.cfg.Clock.Now()
+	st := c.computeStatus(ctx, &base.Status, now)
+	if !statusChanged(&base.Status, st) && now.Sub(c.lastReport) < c.cfg.ReportFrequency {
+		return nil
+	}
+	err := c.sendStatus(ctx, base, st, now)
+	if errors.Is(err, errNodeGone) {
+		c.cfg.Log.Info("Node was deleted; registering it again", "node", c.cfg.NodeName)
+		c.mu.Lock()
+		c.node = nil
+		c.mu.Unlock()
+		return c.tryRegister(ctx)
+	}
+	return err
+}
+
+// sendStatus writes st onto base with UpdateStatus; on a conflict it reads
+// the Node again and recomputes, up to statusRetries times.
+func (c *Controller) sendStatus(ctx context.Context, base *v1.Node, st *v1.NodeStatus, now time.Time) error {
+	for i := 0; ; i++ {
+		n := base.DeepCopy()
+		n.Status = *st.DeepCopy()
+		cctx, cancel := c.callCtx(ctx)
+		updated, err := c.cfg.Nodes.UpdateStatus(cctx, n, metav1.UpdateOptions{})
+		cancel()
+		switch {
+		case err == nil:
+			c.lastReport = now
+			c.setNode(updated)
+			c.cfg.Log.V(4).Info("Updated node status", "node", c.cfg.NodeName)
+			return nil
+		case apierrors.IsNotFound(err):
+			return errNodeGone
+		case !apierrors.IsConflict(err) || i+1 >= statusRetries:
+			return err
+		}
+		cctx, cancel = c.callCtx(ctx)
+		base, err = c.cfg.Nodes.Get(cctx, c.cfg.NodeName, metav1.GetOptions{})
+		cancel()
+		if apierrors.IsNotFound(err) {
+			return errNodeGone
+		}
+		if err != nil {
+			return err
+		}
+		c.setNode(base)
+		st = c.computeStatus(ctx, &base.Status, now)
+	}
+}

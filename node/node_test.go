@@ -1,0 +1,657 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/node/nodetest"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/fake"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var nodesGR = schema.GroupResource{Resource: "nodes"}
+
+// env is one controller on a fake apiserver inside a synctest bubble.
+type env struct {
+	t      *testing.T
+	api    *nodetest.Fake
+	rt     *fake.Runtime
+	ctl    *node.Controller
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func baseConfig(api *nodetest.Fake, rt runtime.Runtime) node.Config {
+	return node.Config{
+		NodeName:  "n1",
+		Nodes:     api.Nodes(),
+		Leases:    api.Leases(),
+		Runtime:   rt,
+		Capacity:  v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourceEphemeralStorage: resource.MustParse("100Gi")},
+		Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}, {Type: v1.NodeHostName, Address: "n1"}},
+	}
+}
+
+// start runs a controller; configure adjusts the base config. It must be
+// called inside a synctest bubble; Run has registered when it returns
+// unless registration is refused.
+func start(t *testing.T, api *nodetest.Fake, configure func(*node.Config)) *env {
+	t.Helper()
+	rt, err := fake.New(fake.Config{})
+	require.NoError(t, err)
+	cfg := baseConfig(api, rt)
+	if configure != nil {
+		configure(&cfg)
+	}
+	ctl, err := node.New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	e := &env{t: t, api: api, rt: rt, ctl: ctl, cancel: cancel, done: make(chan error, 1)}
+	go func() { e.done <- ctl.Run(ctx) }()
+	t.Cleanup(func() { e.stop() })
+	synctest.Wait()
+	return e
+}
+
+func (e *env) stop() error {
+	if e.cancel == nil {
+		return nil
+	}
+	e.cancel()
+	e.cancel = nil
+	return <-e.done
+}
+
+// advance moves the bubble's clock by d and lets everything settle.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+func (e *env) node() *v1.Node {
+	e.t.Helper()
+	n, ok := e.api.Node("n1")
+	require.True(e.t, ok, "node n1 not stored")
+	return n
+}
+
+func cond(n *v1.Node, t v1.NodeConditionType) v1.NodeCondition {
+	for _, c := range n.Status.Conditions {
+		if c.Type == t {
+			return c
+		}
+	}
+	return v1.NodeCondition{}
+}
+
+func statusUpdates(api *nodetest.Fake) int {
+	return api.Count("nodes", nodetest.VerbUpdate, "status")
+}
+
+func leaseUpdates(api *nodetest.Fake) int { return api.Count("leases", nodetest.VerbUpdate, "") }
+
+func TestRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := nodetest.New()
+		e := start(t, api, func(c *node.Config) {
+			c.Labels = map[string]string{"pool": "a"}
+			c.Taints = []v1.Taint{{Key: "dedicated", Value: "x", Effect: v1.TaintEffectNoSchedule}}
+			c.MaxPods = 42
+			c.KubeletVersion = "v1.37.0-nodekit"
+			c.Allocatable = v1.ResourceList{v1.ResourceMemory: resource.MustParse("7Gi")}
+		})
+		n := e.node()
+		assert.Equal(t, "n1", n.Labels[v1.LabelHostname])
+		assert.NotEmpty(t, n.Labels[v1.LabelOSStable])
+		assert.NotEmpty(t, n.Labels[v1.LabelArchStable])
+		assert.Equal(t, "a", n.Labels["pool"])
+		assert.Equal(t, "dedicated", n.Spec.Taints[0].Key)
+		pods := n.Status.Capacity[v1.ResourcePods]
+		assert.Equal(t, int64(42), pods.Value())
+		assert.Equal(t, "4", ptrQ(n.Status.Capacity[v1.ResourceCPU]))
+		assert.Equal(t, "7Gi", ptrQ(n.Status.Allocatable[v1.ResourceMemory]), "allocatable override")
+		assert.Equal(t, "8Gi", ptrQ(n.Status.Capacity[v1.ResourceMemory]))
+		assert.Equal(t, "100Gi", ptrQ(n.Status.Allocatable[v1.ResourceEphemeralStorage]), "allocatable defaults to capacity")
+		assert.Equal(t, int32(10250), n.Status.DaemonEndpoints.KubeletEndpoint.Port)
+		assert.Equal(t, "fake://0.1.0", n.Status.NodeInfo.ContainerRuntimeVersion)
+		assert.Equal(t, "v1.37.0-nodekit", n.Status.NodeInfo.KubeletVersion)
+		assert.NotEmpty(t, n.Status.NodeInfo.OperatingSystem)
+		assert.Len(t, n.Status.Addresses, 2)
+		ready := cond(n, v1.NodeReady)
+		assert.Equal(t, v1.ConditionTrue, ready.Status)
+		assert.Equal(t, "KubeletReady", ready.Reason)
+		assert.Equal(t, "kubelet is posting ready status", ready.Message)
+		assert.Equal(t, v1.NodeReady, n.Status.Conditions[len(n.Status.Conditions)-1].Type, "Ready comes last")
+		for _, c := range []struct {
+			t      v1.NodeConditionType
+			reason string
+		}{{v1.NodeMemoryPressure, "KubeletHasSufficientMemory"}, {v1.NodeDiskPressure, "KubeletHasNoDiskPressure"}, {v1.NodePIDPressure, "KubeletHasSufficientPID"}} {
+			got := cond(n, c.t)
+			assert.Equal(t, v1.ConditionFalse, got.Status, c.t)
+			assert.Equal(t, c.reason, got.Reason, c.t)
+		}
+
+		l, ok := api.Lease("n1")
+		require.True(t, ok, "lease created")
+		assert.Equal(t, "n1", *l.Spec.HolderIdentity)
+		assert.Equal(t, int32(40), *l.Spec.LeaseDurationSeconds)
+		assert.Equal(t, "kube-node-lease", l.Namespace)
+		require.Len(t, l.OwnerReferences, 1)
+		assert.Equal(t, n.UID, l.OwnerReferences[0].UID)
+		assert.Equal(t, "Node", l.OwnerReferences[0].Kind)
+
+		got, err := e.ctl.Get(t.Context(), "n1", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, n.UID, got.UID, "Get serves the registered Node")
+		_, err = e.ctl.Get(t.Context(), "other", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err))
+		assert.Equal(t, 1, api.Count("nodes", nodetest.VerbCreate, ""))
+	})
+}
+
+func ptrQ(q resource.Quantity) string { return q.String() }
+
+func TestReconcileExistingNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := nodetest.New()
+		old := metav1.NewTime(time.Now().Add(-time.Hour))
+		api.PutNode(&v1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n1",
+				Labels:      map[string]string{v1.LabelOSStable: "plan9", "team": "x"},
+				Annotations: map[string]string{"note": "keep"}},
+			Spec: v1.NodeSpec{PodCIDR: "10.1.0.0/24", Taints: []v1.Taint{{Key: "foreign", Effect: v1.TaintEffectNoSchedule}}},
+			Status: v1.NodeStatus{Conditions: []v1.NodeCondition{
+				{Type: v1.NodeNetworkUnavailable, Status: v1.ConditionFalse, Reason: "RouteCreated", LastTransitionTime: old},
+				{Type: v1.NodeReady, Status: v1.ConditionUnknown, Reason: "NodeStatusUnknown", LastTransitionTime: old},
+			}},
+		})
+		before, _ := api.Node("n1")
+		start(t, api, func(c *node.Config) { c.Taints = []v1.Taint{{Key: "mine", Effect: v1.TaintEffectNoSchedule}} })
+		n, _ := api.Node("n1")
+		assert.Equal(t, before.UID, n.UID, "the existing node is kept")
+		assert.NotEqual(t, "plan9", n.Labels[v1.LabelOSStable], "owned label updated")
+		assert.Equal(t, "n1", n.Labels[v1.LabelHostname])
+		assert.Equal(t, "x", n.Labels["team"], "foreign label kept")
+		assert.Equal(t, "keep", n.Annotations["note"])
+		assert.Equal(t, "10.1.0.0/24", n.Spec.PodCIDR)
+		require.Len(t, n.Spec.Taints, 1, "taints are registration-only, as the kubelet's")
+		assert.Equal(t, "foreign", n.Spec.Taints[0].Key)
+		assert.Equal(t, 1, statusUpdates(api), "a stale status is sent at once")
+		nu := cond(n, v1.NodeNetworkUnavailable)
+		assert.Equal(t, "RouteCreated", nu.Reason, "others' conditions kept")
+		assert.Equal(t, v1.ConditionTrue, cond(n, v1.NodeReady).Status)
+		rc := cond(n, v1.NodeReady)
+		assert.False(t, rc.LastTransitionTime.Equal(&old), "Ready's transition moved")
+	})
+}
+
+type fakeProvider struct {
+	mu      sync.Mutex
+	pingErr error
+	cb      func(*v1.Node)
+}
+
+func (p *fakeProvider) Ping(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pingErr
+}
+
+func (p *fakeProvider) NotifyNodeStatus(_ context.Context, cb func(*v1.Node)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cb = cb
+}
+
+func (p *fakeProvider) setPingErr(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pingErr = err
+}
+
+type pressure struct {
+	mu              sync.Mutex
+	mem, disk, pids bool
+}
+
+func (p *pressure) MemoryPressure() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.mem }
+func (p *pressure) DiskPressure() bool   { p.mu.Lock(); defer p.mu.Unlock(); return p.disk }
+func (p *pressure) PIDPressure() bool    { p.mu.Lock(); defer p.mu.Unlock(); return p.pids }
+
+type health struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (h *health) check() (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err == nil, h.err
+}
+
+func (h *health) set(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.err = err
+}
+
+func TestConditionTransitions(t *testing.T) {
+	type knobs struct {
+		rt   *fake.Runtime
+		pleg *health
+		prov *fakeProvider
+		pr   *pressure
+	}
+	cases := []struct {
+		name    string
+		typ     v1.NodeConditionType
+		status  v1.ConditionStatus
+		reason  string
+		message string
+		apply   func(k knobs)
+	}{
+		{"runtime not ready makes the node NotReady", v1.NodeReady, v1.ConditionFalse, "KubeletNotReady",
+			"container runtime not ready: RuntimeReady=false reason:ContainerdDown message:socket gone",
+			func(k knobs) {
+				k.rt.SetCondition(runtime.RuntimeCondition{Type: runtime.RuntimeReady, Status: false, Reason: "ContainerdDown", Message: "socket gone"})
+			}},
+		{"network not ready makes the node NotReady", v1.NodeReady, v1.ConditionFalse, "KubeletNotReady",
+			"container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni config uninitialized",
+			func(k knobs) {
+				k.rt.SetCondition(runtime.RuntimeCondition{Type: runtime.NetworkReady, Status: false, Reason: "NetworkPluginNotReady", Message: "cni config uninitialized"})
+			}},
+		{"runtime status failing says the runtime is down", v1.NodeReady, v1.ConditionFalse, "KubeletNotReady",
+			"container runtime is down",
+			func(k knobs) { require.NoError(t, k.rt.SetFailureRate("Status", 1)) }},
+		{"unhealthy PLEG makes the node NotReady", v1.NodeReady, v1.ConditionFalse, "KubeletNotReady",
+			"PLEG is not healthy: pleg was last seen active 3m0s ago; threshold is 3m0s",
+			func(k knobs) { k.pleg.set(errors.New("pleg was last seen active 3m0s ago; threshold is 3m0s")) }},
+		{"failing provider ping makes the node NotReady", v1.NodeReady, v1.ConditionFalse, "KubeletNotReady",
+			"node provider is not healthy: cloud unreachable",
+			func(k knobs) { k.prov.setPingErr(errors.New("cloud unreachable")) }},
+		{"several problems are joined", v1.NodeReady, v1.ConditionFalse, "KubeletNotReady",
+			"[container runtime not ready: RuntimeReady=false reason:R message:M, PLEG is not healthy: stuck]",
+			func(k knobs) {
+				k.rt.SetCondition(runtime.RuntimeCondition{Type: runtime.RuntimeReady, Reason: "R", Message: "M"})
+				k.pleg.set(errors.New("stuck"))
+			}},
+		{"memory pressure", v1.NodeMemoryPressure, v1.ConditionTrue, "KubeletHasInsufficientMemory", "kubelet has insufficient memory available",
+			func(k knobs) { k.pr.mu.Lock(); k.pr.mem = true; k.pr.mu.Unlock() }},
+		{"disk pressure", v1.NodeDiskPressure, v1.ConditionTrue, "KubeletHasDiskPressure", "kubelet has disk pressure",
+			func(k knobs) { k.pr.mu.Lock(); k.pr.disk = true; k.pr.mu.Unlock() }},
+		{"PID pressure", v1.NodePIDPressure, v1.ConditionTrue, "KubeletHasInsufficientPID", "kubelet has insufficient PID available",
+			func(k knobs) { k.pr.mu.Lock(); k.pr.pids = true; k.pr.mu.Unlock() }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := nodetest.New()
+				k := knobs{pleg: &health{}, prov: &fakeProvider{}, pr: &pressure{}}
+				e := start(t, api, func(c *node.Config) {
+					c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: k.pleg.check}}
+					c.Provider = k.prov
+					c.Pressure = k.pr
+				})
+				k.rt = e.rt
+				before := cond(e.node(), tc.typ)
+				require.NotEqual(t, tc.status, before.Status)
+				advance(30 * time.Second)
+				require.Equal(t, 0, statusUpdates(api), "nothing changed, nothing sent")
+
+				tc.apply(k)
+				advance(10 * time.Second)
+				assert.Equal(t, 1, statusUpdates(api), "a change is sent at the next computation, not after the report frequency")
+				got := cond(e.node(), tc.typ)
+				assert.Equal(t, tc.status, got.Status)
+				assert.Equal(t, tc.reason, got.Reason)
+				assert.Equal(t, tc.message, got.Message)
+				assert.True(t, got.LastTransitionTime.After(before.LastTransitionTime.Time), "transition time moved with the status")
+				transition := got.LastTransitionTime
+
+				advance(5 * time.Minute)
+				got = cond(e.node(), tc.typ)
+				assert.True(t, got.LastTransitionTime.Equal(&transition), "no transition while the status holds")
+				assert.True(t, got.LastHeartbeatTime.After(transition.Time), "heartbeat moves with every sent update")
+			})
+		})
+	}
+}
+
+func TestReportFrequency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := nodetest.New()
+		pleg := &health{}
+		e := start(t, api, func(c *node.Config) {
+			c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: pleg.check}}
+		})
+		advance(5*time.Minute - time.Second)
+		assert.Equal(t, 0, statusUpdates(api), "no update while unchanged for less than 5m")
+		advance(10 * time.Second)
+		assert.Equal(t, 1, statusUpdates(api), "one update once 5m passed")
+		advance(4 * time.Minute)
+		assert.Equal(t, 1, statusUpdates(api))
+
+		pleg.set(errors.New("stuck"))
+		e.ctl.Trigger()
+		synctest.Wait()
+		assert.Equal(t, 2, statusUpdates(api), "a readiness change goes at once on Trigger")
+		assert.Equal(t, v1.ConditionFalse, cond(e.node(), v1.NodeReady).Status)
+	})
+}
+
+func TestIdleRequestsPerHour(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := nodetest.New()
+		start(t, api, nil)
+		api.ClearActions()
+		advance(time.Hour)
+		assert.Equal(t, 360, leaseUpdates(api), "lease renewals per hour")
+		assert.Equal(t, 12, statusUpdates(api), "status updates per hour")
+		assert.Len(t, api.Actions(), 372, "nothing else: %v", api.Actions())
+	})
+}
+
+func TestLease(t *testing.T) {
+	t.Run("renewed every quarter of its duration", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			start(t, api, func(c *node.Config) { c.LeaseDuration = 20 * time.Second })
+			l, _ := api.Lease("n1")
+			created := l.Spec.RenewTime.Time
+			assert.Equal(t, int32(20), *l.Spec.LeaseDurationSeconds)
+			advance(5*time.Second - time.Millisecond)
+			assert.Equal(t, 0, leaseUpdates(api))
+			advance(time.Millisecond)
+			assert.Equal(t, 1, leaseUpdates(api))
+			l, _ = api.Lease("n1")
+			assert.Equal(t, 5*time.Second, l.Spec.RenewTime.Sub(created))
+		})
+	})
+	t.Run("recreated after deletion", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			e := start(t, api, nil)
+			api.Delete("leases", "n1")
+			advance(10 * time.Second)
+			l, ok := api.Lease("n1")
+			require.True(t, ok, "lease recreated")
+			assert.Equal(t, e.node().UID, l.OwnerReferences[0].UID)
+			assert.Equal(t, 2, api.Count("leases", nodetest.VerbCreate, ""))
+		})
+	})
+	t.Run("a lease changed by someone else is read again", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			start(t, api, nil)
+			l, _ := api.Lease("n1")
+			l.Labels = map[string]string{"touched": "yes"}
+			api.PutLease(l)
+			advance(10 * time.Second)
+			got, _ := api.Lease("n1")
+			assert.Equal(t, "yes", got.Labels["touched"])
+			assert.True(t, got.Spec.RenewTime.After(l.Spec.RenewTime.Time), "renewed after the conflict")
+		})
+	})
+}
+
+func TestAPIServerErrors(t *testing.T) {
+	t.Run("lease errors back off 200ms doubling to 7s", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			start(t, api, nil)
+			api.ClearActions()
+			// The renewal fails, then reading it fails 8 times in a row.
+			api.InjectError("leases", nodetest.VerbUpdate, apierrors.NewInternalError(errors.New("etcd down")))
+			for range 8 {
+				api.InjectError("leases", nodetest.VerbGet, apierrors.NewInternalError(errors.New("etcd down")))
+			}
+			var gets []time.Time
+			t0 := time.Now()
+			api.SetHook(func(_ context.Context, a nodetest.Action) error {
+				if a.Resource == "leases" && a.Verb == nodetest.VerbGet {
+					gets = append(gets, time.Now())
+				}
+				return nil
+			})
+			advance(10 * time.Second) // the renewal
+			advance(27 * time.Second) // 26.6s of back-off, not the next renewal
+			require.Len(t, gets, 9)
+			var waits []time.Duration
+			for i := 1; i < len(gets); i++ {
+				waits = append(waits, gets[i].Sub(gets[i-1]))
+			}
+			want := []time.Duration{200, 400, 800, 1600, 3200, 6400, 7000, 7000}
+			for i := range want {
+				want[i] *= time.Millisecond
+			}
+			assert.Equal(t, want, waits)
+			assert.Equal(t, 10*time.Second, gets[0].Sub(t0))
+			l, _ := api.Lease("n1")
+			assert.Equal(t, gets[8], l.Spec.RenewTime.Time, "renewed once the read worked")
+		})
+	})
+	t.Run("status conflict is read again and retried", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			pleg := &health{}
+			e := start(t, api, func(c *node.Config) {
+				c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: pleg.check}}
+			})
+			n := e.node()
+			n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: "FrequentKubeletRestart", Status: v1.ConditionFalse})
+			api.PutNode(n) // another writer: our copy is stale
+			pleg.set(errors.New("stuck"))
+			advance(10 * time.Second)
+			got := e.node()
+			assert.Equal(t, v1.ConditionFalse, cond(got, v1.NodeReady).Status)
+			assert.Equal(t, v1.ConditionFalse, cond(got, "FrequentKubeletRestart").Status, "the other writer's condition kept")
+			assert.Equal(t, 2, statusUpdates(api), "one conflict, one success")
+			assert.Equal(t, 1, api.Count("nodes", nodetest.VerbGet, ""))
+		})
+	})
+	t.Run("status 500 and timeouts retry with back-off", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			pleg := &health{}
+			e := start(t, api, func(c *node.Config) {
+				c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: pleg.check}}
+				c.RequestTimeout = time.Second
+			})
+			api.InjectError("nodes", nodetest.VerbUpdate, apierrors.NewInternalError(errors.New("boom")))
+			hang := true
+			var mu sync.Mutex
+			api.SetHook(func(ctx context.Context, a nodetest.Action) error {
+				mu.Lock()
+				h := hang && a.Subresource == "status"
+				mu.Unlock()
+				if h {
+					<-ctx.Done() // a hanging apiserver: the request timeout ends it
+					return apierrors.NewTimeoutError("request timed out", 1)
+				}
+				return nil
+			})
+			pleg.set(errors.New("stuck"))
+			advance(10 * time.Second) // attempt 1: hangs 1s (the hook runs before the injected 500)
+			advance(time.Second)
+			assert.Equal(t, 1, statusUpdates(api))
+			mu.Lock()
+			hang = false
+			mu.Unlock()
+			advance(200 * time.Millisecond) // attempt 2: the injected 500
+			assert.Equal(t, 2, statusUpdates(api))
+			advance(400 * time.Millisecond) // attempt 3 succeeds
+			assert.Equal(t, 3, statusUpdates(api))
+			assert.Equal(t, v1.ConditionFalse, cond(e.node(), v1.NodeReady).Status)
+		})
+	})
+	t.Run("registration retries until the apiserver answers", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			for range 3 {
+				api.InjectError("nodes", nodetest.VerbCreate, apierrors.NewServiceUnavailable("starting"))
+			}
+			e := start(t, api, nil)
+			select {
+			case <-e.ctl.Registered():
+				t.Fatal("registered despite errors")
+			default:
+			}
+			_, err := e.ctl.Get(t.Context(), "n1", metav1.GetOptions{})
+			assert.ErrorContains(t, err, "not registered")
+			advance(200*time.Millisecond + 400*time.Millisecond + 800*time.Millisecond)
+			<-e.ctl.Registered()
+			assert.Equal(t, 4, api.Count("nodes", nodetest.VerbCreate, ""))
+		})
+	})
+	t.Run("a refused Node stops Run with the apiserver's reason", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			api.InjectError("nodes", nodetest.VerbCreate, apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, "n1",
+				field.ErrorList{field.Invalid(field.NewPath("metadata", "labels"), "bad value", "must be no more than 63 characters")}))
+			e := start(t, api, nil)
+			err := <-e.done
+			e.cancel()
+			e.cancel = nil
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "metadata.labels")
+			assert.Contains(t, err.Error(), `registering Node "n1"`)
+
+			api2 := nodetest.New()
+			api2.InjectError("nodes", nodetest.VerbCreate, apierrors.NewForbidden(nodesGR, "n1", errors.New(`User "bob" cannot create resource "nodes"`)))
+			e2 := start(t, api2, nil)
+			err = <-e2.done
+			e2.cancel()
+			e2.cancel = nil
+			assert.ErrorContains(t, err, `cannot create resource "nodes"`)
+		})
+	})
+	t.Run("a deleted Node is registered again", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			pleg := &health{}
+			e := start(t, api, func(c *node.Config) {
+				c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: pleg.check}}
+			})
+			old := e.node().UID
+			api.Delete("nodes", "n1")
+			pleg.set(errors.New("stuck"))
+			advance(10 * time.Second)
+			n := e.node()
+			assert.NotEqual(t, old, n.UID)
+			assert.Equal(t, 2, api.Count("nodes", nodetest.VerbCreate, ""))
+			advance(10 * time.Second)
+			l, _ := api.Lease("n1")
+			assert.Equal(t, n.UID, l.OwnerReferences[0].UID, "the lease follows the new Node")
+		})
+	})
+}
+
+func TestProviderStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := nodetest.New()
+		p := &fakeProvider{}
+		e := start(t, api, func(c *node.Config) { c.Provider = p })
+		p.mu.Lock()
+		cb := p.cb
+		p.mu.Unlock()
+		require.NotNil(t, cb, "NotifyNodeStatus called")
+		cb(&v1.Node{Status: v1.NodeStatus{
+			Capacity:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000"), v1.ResourceMemory: resource.MustParse("1Ti"), v1.ResourcePods: resource.MustParse("5000")},
+			Addresses:  []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.7"}},
+			Conditions: []v1.NodeCondition{{Type: "ProviderHealthy", Status: v1.ConditionTrue, Reason: "OK"}},
+		}})
+		synctest.Wait()
+		assert.Equal(t, 1, statusUpdates(api), "the provider's change goes at once")
+		n := e.node()
+		cpu := n.Status.Capacity[v1.ResourceCPU]
+		assert.Equal(t, int64(1000), cpu.Value())
+		assert.Equal(t, "192.0.2.7", n.Status.Addresses[0].Address)
+		assert.Equal(t, "OK", cond(n, "ProviderHealthy").Reason)
+		assert.Equal(t, v1.ConditionTrue, cond(n, v1.NodeReady).Status)
+	})
+}
+
+func TestSetterAdjustsAllocatable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := nodetest.New()
+		e := start(t, api, func(c *node.Config) {
+			c.Setters = []node.Setter{func(_ context.Context, st *v1.NodeStatus) error {
+				a := st.Allocatable.DeepCopy()
+				a[v1.ResourceCPU] = resource.MustParse("3500m")
+				st.Allocatable = a
+				return nil
+			}}
+		})
+		assert.Equal(t, "3500m", ptrQ(e.node().Status.Allocatable[v1.ResourceCPU]))
+		advance(time.Minute)
+		assert.Equal(t, 0, statusUpdates(api), "a steady setter is no change")
+	})
+}
+
+func TestBadConfig(t *testing.T) {
+	api := nodetest.New()
+	cases := []struct {
+		name string
+		cfg  func(*node.Config)
+		want string
+	}{
+		{"node name not a DNS subdomain", func(c *node.Config) { c.NodeName = "Bad_Name" }, "Bad_Name"},
+		{"no node name", func(c *node.Config) { c.NodeName = "" }, "NodeName is required"},
+		{"no client", func(c *node.Config) { c.Nodes = nil }, "Nodes is required"},
+		{"negative capacity", func(c *node.Config) { c.Capacity = v1.ResourceList{v1.ResourceCPU: resource.MustParse("-1")} }, "negative cpu -1"},
+		{"negative allocatable", func(c *node.Config) { c.Allocatable = v1.ResourceList{v1.ResourceMemory: resource.MustParse("-1Gi")} }, "negative memory"},
+		{"allocatable above capacity", func(c *node.Config) { c.Allocatable = v1.ResourceList{v1.ResourceCPU: resource.MustParse("5")} }, "above capacity"},
+		{"negative MaxPods", func(c *node.Config) { c.MaxPods = -1 }, "negative MaxPods"},
+		{"invalid label", func(c *node.Config) { c.Labels = map[string]string{"a b": "c"} }, "label a b=c"},
+		{"health check without func", func(c *node.Config) { c.HealthChecks = []node.HealthCheck{{Name: "x"}} }, "health check"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(api, nil)
+			tc.cfg(&cfg)
+			_, err := node.New(cfg)
+			require.ErrorIs(t, err, node.ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestImages(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := nodetest.New()
+		e := start(t, api, func(c *node.Config) { c.MaxImages = 2 })
+		for _, img := range []string{"a:1", "b:1", "c:1"} {
+			_, err := e.rt.PullImage(t.Context(), img, nil)
+			require.NoError(t, err)
+		}
+		advance(10 * time.Second)
+		imgs := e.node().Status.Images
+		require.Len(t, imgs, 2, "at most MaxImages")
+		assert.True(t, strings.HasSuffix(imgs[0].Names[0], ":1"))
+		advance(10 * time.Second)
+		assert.Equal(t, 1, statusUpdates(api), "the same images are no change")
+	})
+}
+
+var _ node.LeaseClient = (*nodetest.LeaseClient)(nil)
+var _ node.NodeClient = (*nodetest.NodeClient)(nil)
+var _ = coordinationv1.Lease{}

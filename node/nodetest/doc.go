@@ -1,0 +1,12 @@
+// Package nodetest is a fake apiserver for package node: one in-memory
+// store of Nodes and Leases whose clients have the method sets of
+// client-go's CoreV1().Nodes() and CoordinationV1().Leases(ns). It records
+// every call, injects errors per resource and verb, runs a hook before each
+// call (to block like a hanging apiserver) and answers conflicts and
+// missing objects as the apiserver does.
+//
+// Where it lies: no validation, admission or RBAC; Update keeps a Node's
+// status and UpdateStatus changes only the status, but nothing else of the
+// apiserver's strategies; no watch; one namespace of Leases. The e2e
+// module runs package node against a real kube-apiserver for the rest.
+package nodetest

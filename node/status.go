@@ -1,0 +1,292 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// The Ready condition's reasons and message, the kubelet's.
+const (
+	ReasonReady    = "KubeletReady"
+	ReasonNotReady = "KubeletNotReady"
+	MessageReady   = "kubelet is posting ready status"
+)
+
+// maxNamesPerImage is the kubelet's MaxNamesPerImageInNodeStatus.
+const maxNamesPerImage = 5
+
+// computeStatus returns the status the node should have, given the last
+// one known (old, not modified): the fields the controller owns are
+// replaced, the rest (volumes, config, conditions of others) kept. Maps
+// and slices not owned may be shared with old.
+func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now time.Time) *v1.NodeStatus {
+	st := *old
+	st.Capacity, st.Allocatable, st.Addresses = c.capacity, c.allocatable, c.addresses
+	st.DaemonEndpoints.KubeletEndpoint.Port = c.cfg.KubeletPort
+	info := c.sysInfo
+	info.Swap, info.RunningInUserNamespace = old.NodeInfo.Swap, old.NodeInfo.RunningInUserNamespace
+	st.NodeInfo = info
+
+	c.mu.Lock()
+	provided := c.provided
+	c.mu.Unlock()
+	if provided != nil {
+		if len(provided.Status.Capacity) > 0 {
+			st.Capacity = provided.Status.Capacity
+		}
+		if len(provided.Status.Allocatable) > 0 {
+			st.Allocatable = provided.Status.Allocatable
+		}
+		if len(provided.Status.Addresses) > 0 {
+			st.Addresses = provided.Status.Addresses
+		}
+	}
+
+	var notReady []string
+	if rt := c.cfg.Runtime; rt != nil {
+		notReady = c.runtimeState(ctx, rt, &st, old, notReady)
+	}
+	for _, h := range c.cfg.HealthChecks {
+		if ok, err := h.Check(); !ok {
+			notReady = append(notReady, fmt.Sprintf("%s is not healthy: %v", h.Name, err))
+		}
+	}
+	if p := c.cfg.Provider; p != nil {
+		cctx, cancel := c.callCtx(ctx)
+		err := p.Ping(cctx)
+		cancel()
+		if err != nil {
+			notReady = append(notReady, fmt.Sprintf("node provider is not healthy: %v", err))
+		}
+	}
+	for _, s := range c.cfg.Setters {
+		if err := s(ctx, &st); err != nil {
+			c.cfg.Log.Error(err, "Node status setter failed")
+		}
+	}
+	var missing []string
+	for _, r := range [...]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods} {
+		if _, ok := st.Capacity[r]; !ok {
+			missing = append(missing, string(r))
+		}
+	}
+	if len(missing) > 0 {
+		notReady = append(notReady, "missing node capacity for resources: "+strings.Join(missing, ", "))
+	}
+
+	// Conditions: the others' kept in place, ours updated or appended in
+	// the kubelet's order (Ready last), the provider's over ours.
+	conds := make([]v1.NodeCondition, len(old.Conditions), len(old.Conditions)+4)
+	copy(conds, old.Conditions)
+	var pressure [3]bool
+	if ps := c.cfg.Pressure; ps != nil {
+		pressure = [3]bool{ps.MemoryPressure(), ps.DiskPressure(), ps.PIDPressure()}
+	}
+	t := metav1.NewTime(now)
+	conds = setPressure(conds, v1.NodeMemoryPressure, pressure[0], t,
+		"KubeletHasInsufficientMemory", "kubelet has insufficient memory available",
+		"KubeletHasSufficientMemory", "kubelet has sufficient memory available")
+	conds = setPressure(conds, v1.NodeDiskPressure, pressure[1], t,
+		"KubeletHasDiskPressure", "kubelet has disk pressure",
+		"KubeletHasNoDiskPressure", "kubelet has no disk pressure")
+	conds = setPressure(conds, v1.NodePIDPressure, pressure[2], t,
+		"KubeletHasInsufficientPID", "kubelet has insufficient PID available",
+		"KubeletHasSufficientPID", "kubelet has sufficient PID available")
+	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: ReasonReady, Message: MessageReady}
+	if len(notReady) > 0 {
+		ready.Status, ready.Reason, ready.Message = v1.ConditionFalse, ReasonNotReady, joinErrors(notReady)
+	}
+	conds = setCondition(conds, ready, t)
+	if provided != nil {
+		for _, pc := range provided.Status.Conditions {
+			conds = setCondition(conds, pc, t)
+		}
+	}
+	st.Conditions = conds
+	return &st
+}
+
+// joinErrors formats messages as utilerrors.NewAggregate does: one as it
+// is, several in brackets.
+func joinErrors(msgs []string) string {
+	if len(msgs) == 1 {
+		return msgs[0]
+	}
+	return "[" + strings.Join(msgs, ", ") + "]"
+}
+
+// runtimeState adds the runtime's version and images to st and its
+// readiness problems to notReady, in the kubelet's words.
+func (c *Controller) runtimeState(ctx context.Context, rt runtime.Runtime, st *v1.NodeStatus, old *v1.NodeStatus, notReady []string) []string {
+	cctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	rs, err := rt.Status(cctx)
+	switch {
+	case err != nil || rs == nil:
+		c.cfg.Log.V(2).Info("Container runtime status check failed", "err", err)
+		notReady = append(notReady, "container runtime is down")
+	default:
+		if rc := rs.Condition(runtime.RuntimeReady); rc == nil || !rc.Status {
+			notReady = append(notReady, "container runtime not ready: "+conditionString(runtime.RuntimeReady, rc))
+		}
+		if nc := rs.Condition(runtime.NetworkReady); nc == nil || !nc.Status {
+			notReady = append(notReady, "container runtime network not ready: "+conditionString(runtime.NetworkReady, nc))
+		}
+	}
+	st.NodeInfo.ContainerRuntimeVersion = old.NodeInfo.ContainerRuntimeVersion
+	if v, err := rt.Version(cctx); err == nil {
+		st.NodeInfo.ContainerRuntimeVersion = runtimeVersion(old.NodeInfo.ContainerRuntimeVersion, rt.Type(), v)
+	}
+	if is, ok := rt.(runtime.ImageService); ok && c.cfg.MaxImages > 0 {
+		if imgs, err := is.ListImages(cctx); err == nil {
+			st.Images = imageList(imgs, old.Images, c.cfg.MaxImages)
+		}
+	}
+	return notReady
+}
+
+// runtimeVersion is "type://version", reusing old's string when equal.
+func runtimeVersion(old, typ, v string) string {
+	if len(old) == len(typ)+3+len(v) && strings.HasPrefix(old, typ) && strings.HasSuffix(old, v) && old[len(typ):len(typ)+3] == "://" {
+		return old
+	}
+	return typ + "://" + v
+}
+
+// conditionString is the kubelet's RuntimeCondition.String, or "nil".
+func conditionString(t runtime.RuntimeConditionType, rc *runtime.RuntimeCondition) string {
+	if rc == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%s=%t reason:%s message:%s", t, rc.Status, rc.Reason, rc.Message)
+}
+
+// imageList is the node's images, largest first, at most max, each with
+// up to five names; old's slice when nothing changed.
+func imageList(imgs []runtime.Image, old []v1.ContainerImage, max int) []v1.ContainerImage {
+	slices.SortFunc(imgs, func(a, b runtime.Image) int {
+		if c := cmp.Compare(b.Size, a.Size); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	if len(imgs) > max {
+		imgs = imgs[:max]
+	}
+	names := func(im *runtime.Image) []string {
+		n := im.RepoTags
+		if len(n) == 0 {
+			n = []string{im.ID}
+		}
+		if len(n) > maxNamesPerImage {
+			n = n[:maxNamesPerImage]
+		}
+		return n
+	}
+	same := len(old) == len(imgs)
+	for i := 0; same && i < len(imgs); i++ {
+		same = old[i].SizeBytes == int64(imgs[i].Size) && slices.Equal(old[i].Names, names(&imgs[i]))
+	}
+	if same {
+		return old
+	}
+	out := make([]v1.ContainerImage, len(imgs))
+	for i := range imgs {
+		out[i] = v1.ContainerImage{Names: slices.Clone(names(&imgs[i])), SizeBytes: int64(imgs[i].Size)}
+	}
+	return out
+}
+
+// setPressure sets a pressure condition as the kubelet's setters do.
+func setPressure(conds []v1.NodeCondition, typ v1.NodeConditionType, under bool, now metav1.Time, trueReason, trueMsg, falseReason, falseMsg string) []v1.NodeCondition {
+	c := v1.NodeCondition{Type: typ, Status: v1.ConditionFalse, Reason: falseReason, Message: falseMsg}
+	if under {
+		c.Status, c.Reason, c.Message = v1.ConditionTrue, trueReason, trueMsg
+	}
+	return setCondition(conds, c, now)
+}
+
+// setCondition puts c into conds in place of the one of its type, or at
+// the end: lastTransitionTime moves only when the status changes, the
+// heartbeat always.
+func setCondition(conds []v1.NodeCondition, c v1.NodeCondition, now metav1.Time) []v1.NodeCondition {
+	c.LastHeartbeatTime = now
+	for i := range conds {
+		if conds[i].Type != c.Type {
+			continue
+		}
+		if conds[i].Status == c.Status && !conds[i].LastTransitionTime.IsZero() {
+			c.LastTransitionTime = conds[i].LastTransitionTime
+		} else {
+			c.LastTransitionTime = now
+		}
+		conds[i] = c
+		return conds
+	}
+	c.LastTransitionTime = now
+	return append(conds, c)
+}
+
+// statusChanged reports whether st differs from old in anything but
+// heartbeat times, the kubelet's nodeStatusHasChanged for the fields the
+// controller writes.
+func statusChanged(old, st *v1.NodeStatus) bool {
+	if len(old.Conditions) != len(st.Conditions) ||
+		!resourcesEqual(old.Capacity, st.Capacity) || !resourcesEqual(old.Allocatable, st.Allocatable) ||
+		!slices.Equal(old.Addresses, st.Addresses) || old.DaemonEndpoints != st.DaemonEndpoints ||
+		!nodeInfoEqual(&old.NodeInfo, &st.NodeInfo) || !imagesEqual(old.Images, st.Images) {
+		return true
+	}
+	for i := range st.Conditions {
+		n := &st.Conditions[i]
+		o := findCondition(old.Conditions, n.Type)
+		if o == nil || o.Status != n.Status || o.Reason != n.Reason || o.Message != n.Message ||
+			!o.LastTransitionTime.Equal(&n.LastTransitionTime) {
+			return true
+		}
+	}
+	return false
+}
+
+func findCondition(conds []v1.NodeCondition, t v1.NodeConditionType) *v1.NodeCondition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func resourcesEqual(a, b v1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, qa := range a {
+		qb, ok := b[k]
+		if !ok || qa.Cmp(qb) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func nodeInfoEqual(a, b *v1.NodeSystemInfo) bool {
+	x, y := *a, *b
+	x.Swap, y.Swap, x.RunningInUserNamespace, y.RunningInUserNamespace = nil, nil, nil, nil
+	return x == y && a.Swap == b.Swap && a.RunningInUserNamespace == b.RunningInUserNamespace
+}
+
+func imagesEqual(a, b []v1.ContainerImage) bool {
+	return slices.EqualFunc(a, b, func(x, y v1.ContainerImage) bool {
+		return x.SizeBytes == y.SizeBytes && slices.Equal(x.Names, y.Names)
+	})
+}
