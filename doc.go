@@ -30,6 +30,8 @@
 //     start.
 //   - podutil: the config.* annotations and static/mirror pod helpers all
 //     packages share.
+//   - dns: the kubelet's pod DNS configuration (dnsPolicy, cluster DNS,
+//     host resolv.conf, limits), for runtime/cri or any runtime.
 //
 // Every external dependency (runtime, apiserver clients, clock, logger) is an
 // interface the caller can fill with a fake. The smallest useful assembly is

@@ -42,6 +42,7 @@ type options struct {
 	duration                  time.Duration
 	criEndpoint, pauseImage   string
 	podLogsRoot, podsRoot     string
+	dns                       dnsOptions
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -79,6 +80,7 @@ Flags:
 	fs.StringVar(&o.pauseImage, "pause-image", "", "with -cri: the sandbox image the runtime is configured with (containerd's sandbox_image); pulled at start if missing. The CRI runtime, not the agent, chooses it")
 	fs.StringVar(&o.podLogsRoot, "pod-logs-root", "/var/log/pods", "with -cri: root of the container log directories")
 	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (emptyDir volumes, termination messages)")
+	o.dns.addFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -220,7 +222,12 @@ func newRuntime(ctx context.Context, o *options, log logr.Logger) (runtime.Runti
 		}
 		return newScripted(rt, clock.RealClock{}), func() {}, nil
 	}
+	dnsc, err := o.dns.configurer(o.nodeName, log)
+	if err != nil {
+		return nil, nil, err
+	}
 	m, err := cri.New(ctx, cri.Config{
+		DNS:             dnsc,
 		Endpoint:        o.criEndpoint,
 		PodLogsRoot:     o.podLogsRoot,
 		PodsRoot:        o.podsRoot,

@@ -78,7 +78,8 @@ func TestContainerConfig(t *testing.T) {
 	require.Equal(t, []string{"NET_ADMIN"}, sc.Capabilities.AddCapabilities)
 	require.Equal(t, runtimeapi.NamespaceMode_NODE, sc.NamespaceOptions.Network)
 
-	sb := m.sandboxConfig(pod, 2)
+	sb, err := m.sandboxConfig(pod, 2)
+	require.NoError(t, err)
 	require.Empty(t, sb.Hostname, "host-network sandboxes leave the hostname empty")
 	require.Equal(t, "/logs/ns_p_u", sb.LogDirectory)
 	require.EqualValues(t, 2, sb.Metadata.Attempt)

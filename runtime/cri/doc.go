@@ -18,9 +18,10 @@
 //     containers beyond policy, empty old sandboxes, killed pods);
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
 //     pulls, pull back-off, credentials from image pull secrets;
-//   - sandbox and container configs from the pod spec, and the kubelet's wire
-//     conventions: the io.kubernetes.* labels and annotations (read back by
-//     GetPods and GetPodStatus) and the log layout
+//   - sandbox and container configs from the pod spec, the sandbox's DNS
+//     from Config.DNS (the kubelet's dnsPolicy handling, package dns), and
+//     the kubelet's wire conventions: the io.kubernetes.* labels and
+//     annotations (read back by GetPods and GetPodStatus) and the log layout
 //     <PodLogsRoot>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
 //
 // Volumes are hostPath and emptyDir (on disk, under PodsRoot); the

@@ -69,6 +69,11 @@ type Config struct {
 	// CrashLoopBackoff is used by SyncPod when its caller passes no back-off.
 	// Default 10s doubling up to 300s.
 	CrashLoopBackoff *runtime.Backoff
+	// DNS computes each sandbox's resolver configuration from the pod's
+	// dnsPolicy and dnsConfig, as the kubelet's (see package
+	// github.com/nodekit/nodekit/dns). Default: only the pod's
+	// spec.dnsConfig is passed on.
+	DNS DNSConfigurer
 	// DialOptions are added to the manager's own when dialing, for example
 	// a unary interceptor for metrics or tracing.
 	DialOptions []grpc.DialOption

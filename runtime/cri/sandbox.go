@@ -55,7 +55,8 @@ func podHostname(pod *v1.Pod) string {
 }
 
 // sandboxConfig builds the PodSandboxConfig of the pod's attempt-th sandbox.
-func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
+// It fails when the pod's DNS configuration cannot be computed.
+func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt,
@@ -65,17 +66,11 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 		Labels:       sandboxLabels(pod),
 		Annotations:  sandboxAnnotations(pod),
 	}
-	if d := pod.Spec.DNSConfig; d != nil {
-		dns := &runtimeapi.DNSConfig{Servers: d.Nameservers, Searches: d.Searches}
-		for _, o := range d.Options {
-			opt := o.Name
-			if o.Value != nil {
-				opt += ":" + *o.Value
-			}
-			dns.Options = append(dns.Options, opt)
-		}
-		cfg.DnsConfig = dns
+	dns, err := m.podDNS(pod)
+	if err != nil {
+		return nil, err
 	}
+	cfg.DnsConfig = dns
 	for i := range pod.Spec.Containers {
 		for _, p := range pod.Spec.Containers[i].Ports {
 			if p.HostPort <= 0 {
@@ -111,7 +106,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) *runtimeapi.PodSand
 		}
 	}
 	cfg.Linux = linux
-	return cfg
+	return cfg, nil
 }
 
 func protocol(p v1.Protocol) runtimeapi.Protocol {

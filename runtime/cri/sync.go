@@ -65,7 +65,21 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		}
 	}
 	sandboxID := p.SandboxID
-	sandbox := m.sandboxConfig(pod, p.Attempt)
+	if !p.CreateSandbox && (sandboxID == "" || p.KillPod) {
+		return // nothing to start in
+	}
+	sandbox, err := m.sandboxConfig(pod, p.Attempt)
+	if err != nil {
+		// As the kubelet: a sandbox to create fails to be created, one that
+		// runs fails to be configured for the containers to start.
+		action, reason := runtime.ConfigPodSandbox, runtime.ErrConfigPodSandbox
+		if p.CreateSandbox {
+			action, reason = runtime.CreatePodSandbox, runtime.ErrCreatePodSandbox
+		}
+		res.NewStep(action, string(pod.UID)).Fail(fmt.Errorf("%w: %w", reason, err),
+			fmt.Sprintf("Failed to generate sandbox config for pod %q: %v", pod.Namespace+"/"+pod.Name, err))
+		return
+	}
 	if p.CreateSandbox {
 		step := res.NewStep(runtime.CreatePodSandbox, string(pod.UID))
 		id, err := m.createSandbox(ctx, sandbox)
