@@ -119,6 +119,7 @@ const (
 	mListImages
 	mRemoveImage
 	mWatchContainerEvents
+	mExecSync
 	// Steps inside SyncPod and KillPod, so faults can hit one step.
 	mCreatePodSandbox
 	mStartContainer
@@ -150,6 +151,8 @@ func (m method) String() string {
 		return "RemoveImage"
 	case mWatchContainerEvents:
 		return "WatchContainerEvents"
+	case mExecSync:
+		return "ExecSync"
 	case mCreatePodSandbox:
 		return "CreatePodSandbox"
 	case mStartContainer:
@@ -196,6 +199,9 @@ type Runtime struct {
 	seq        uint64
 	status     runtime.RuntimeStatus
 	watchers   []*watcher
+	execs      map[execKey]ExecResult
+	// execPods finds the pod of a container ExecSync was asked about.
+	execPods map[runtime.ContainerID]*podState
 }
 
 var (
@@ -268,7 +274,7 @@ func New(c Config) (*Runtime, error) {
 // SetFailureRate makes calls of the named method fail with probability p,
 // with an error wrapping ErrInjected. Methods: Version, Status, GetPods,
 // GetPodStatus, SyncPod, KillPod, GarbageCollect, PullImage, ListImages,
-// RemoveImage, WatchContainerEvents, and the steps CreatePodSandbox, StartContainer (also image
+// RemoveImage, WatchContainerEvents, ExecSync, and the steps CreatePodSandbox, StartContainer (also image
 // pulls inside SyncPod count as PullImage) and StopContainer, whose injected
 // failures show as failed steps of SyncPod and KillPod.
 func (r *Runtime) SetFailureRate(name string, p float64) error {

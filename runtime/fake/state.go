@@ -173,6 +173,7 @@ func (r *Runtime) removePod(p *podState) {
 	p.removed = true
 	for _, c := range p.containers {
 		r.emit(p, c, runtime.ContainerDeletedEvent)
+		delete(r.execPods, c.id)
 	}
 	// Compact the order once a quarter of it is dead, so removal stays O(1)
 	// amortized.

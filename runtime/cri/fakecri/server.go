@@ -62,6 +62,7 @@ type Server struct {
 	// sandboxConfigs keeps each sandbox's config (for the log directory).
 	sandboxConfigs map[string]*runtimeapi.PodSandboxConfig
 	behaviors      map[string]Behavior
+	execs          map[execKey]ExecResult
 	stopTimeouts   map[string]int64
 	events         subscribers
 

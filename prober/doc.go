@@ -1,0 +1,31 @@
+// Package prober runs the liveness, readiness and startup probes of pods'
+// containers, as the kubelet's pkg/kubelet/prober.
+//
+// It sits beside the sync loop: the agent hands it pods (AddPod, RemovePod,
+// CleanupPods), it reads their statuses from the status manager
+// (StatusProvider) and reports verdicts in a results cache and on an
+// updates stream (Updates). The agent turns readiness and startup verdicts
+// into the status manager's container readiness and Started, and liveness
+// or startup failures into container restarts; status generation asks
+// Started and Ready for containers with probes.
+//
+// One worker (one goroutine) per container and probe type probes every
+// periodSeconds once the container runs and its initialDelaySeconds have
+// passed; liveness and readiness wait for the startup probe. A verdict
+// needs successThreshold successes or failureThreshold failures in a row.
+// Readiness is Failure for a new container instance until the first
+// verdict, liveness Success, startup Unknown. After a liveness failure or
+// any startup verdict the worker waits for a new instance of the container.
+// A probe that errors (rather than fails: bad spec, unknown named port, a
+// runtime error) gives no verdict and an Unhealthy event saying why.
+//
+// Handlers: httpGet (the kubelet's request, User-Agent, redirects to the
+// same host only, 10 KiB of body), tcpSocket, grpc (grpc.health.v1) and
+// exec through a runtime that implements runtime.CommandRunner. At most
+// Config.MaxConcurrent probes run at once; time comes from Config.Clock.
+//
+//	m, _ := prober.New(prober.Config{Status: statusManager, Runner: rt.(runtime.CommandRunner)})
+//	go m.Run(ctx)
+//	m.AddPod(pod)
+//	for u := range m.Updates() { ... }
+package prober

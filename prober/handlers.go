@@ -1,0 +1,265 @@
+package prober
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// maxOutput caps what a probe keeps of a response body or command output,
+// as the kubelet (10 KiB).
+const maxOutput = 10 << 10
+
+// newTransport is the kubelet's probe transport: a fresh connection per
+// probe (closed with a short linger, so probes leave no TIME_WAIT behind),
+// no proxy, no compression, certificates not verified.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         probeDialer(0).DialContext,
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true},
+		TLSHandshakeTimeout: 10 * time.Second,
+		DisableKeepAlives:   true,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: -1,
+	}
+}
+
+// newHTTPRequest builds the request of an httpGet probe as the kubelet's
+// NewRequestForHTTPGetAction: host defaults to the pod IP, scheme to http,
+// the port by number or name, the probe's headers, the kubelet's
+// User-Agent and Accept unless the probe sets them, Host from the headers.
+func (m *Manager) newHTTPRequest(ctx context.Context, g *v1.HTTPGetAction, c *v1.Container, podIP string) (*http.Request, error) {
+	scheme := strings.ToLower(string(g.Scheme))
+	if scheme == "" {
+		scheme = "http"
+	}
+	host := g.Host
+	if host == "" {
+		host = podIP
+	}
+	if host == "" {
+		return nil, errors.New("no host to probe: the pod has no IP yet and the probe sets no host")
+	}
+	port, err := resolvePort(g.Port, c)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(g.Path)
+	if err != nil {
+		u = &url.URL{Path: g.Path} // as the kubelet: too late to reject it
+	}
+	u.Scheme = scheme
+	u.Host = net.JoinHostPort(host, strconv.Itoa(port))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	h := make(http.Header, len(g.HTTPHeaders)+2)
+	for _, hd := range g.HTTPHeaders {
+		h.Add(hd.Name, hd.Value)
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h.Set("User-Agent", m.userAgent)
+	}
+	if _, ok := h["Accept"]; !ok {
+		h.Set("Accept", "*/*")
+	} else if h.Get("Accept") == "" {
+		h.Del("Accept")
+	}
+	req.Header = h
+	req.Host = h.Get("Host")
+	return req, nil
+}
+
+// httpProbe sends req: 2xx succeeds, 3xx (a redirect not followed)
+// succeeds with a warning, anything else fails; connection errors and
+// timeouts fail. Redirects are followed only to the same host, at most 10.
+func (m *Manager) httpProbe(req *http.Request, timeout time.Duration) (outcome, string, error) {
+	client := &http.Client{Timeout: timeout, Transport: m.transport, CheckRedirect: redirectChecker}
+	res, err := client.Do(req)
+	if err != nil {
+		return outcomeFailure, err.Error(), nil
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxOutput))
+	if err != nil {
+		return outcomeFailure, "", err
+	}
+	if res.StatusCode >= http.StatusOK && res.StatusCode < http.StatusBadRequest {
+		if res.StatusCode >= http.StatusMultipleChoices {
+			return outcomeWarning, "Probe terminated redirects, Response body: " + string(body), nil
+		}
+		return outcomeSuccess, "", nil
+	}
+	// As the kubelet, the message leaves the body out (it may hold secrets).
+	return outcomeFailure, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode), nil
+}
+
+// redirectChecker follows redirects to the same host only, as the
+// kubelet's probes; a redirect elsewhere ends with its response.
+func redirectChecker(req *http.Request, via []*http.Request) error {
+	if req.URL.Hostname() != via[0].URL.Hostname() {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}
+
+// tcpProbe succeeds if a connection opens within timeout.
+func tcpProbe(ctx context.Context, host string, port int, timeout time.Duration) (outcome, string, error) {
+	conn, err := probeDialer(timeout).DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return outcomeFailure, err.Error(), nil
+	}
+	_ = conn.Close()
+	return outcomeSuccess, "", nil
+}
+
+// grpcProbe calls grpc.health.v1.Health/Check for service and succeeds if
+// it answers SERVING within timeout.
+func (m *Manager) grpcProbe(ctx context.Context, host, service string, port int, timeout time.Duration) (outcome, string, error) {
+	if host == "" {
+		return outcomeUnknown, "", errors.New("no host to probe: the pod has no IP yet")
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	conn, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUserAgent(m.userAgent),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			return probeDialer(0).DialContext(ctx, "tcp", a)
+		}))
+	if err != nil {
+		return outcomeFailure, fmt.Sprintf("error: failed to connect service at %q: %+v", addr, err), nil
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service}, grpc.WaitForReady(true))
+	if err != nil {
+		st, _ := status.FromError(err)
+		switch st.Code() {
+		case codes.Unimplemented:
+			return outcomeFailure, "this server does not implement the grpc health protocol (grpc.health.v1.Health): " + st.Message(), nil
+		case codes.DeadlineExceeded:
+			return outcomeFailure, fmt.Sprintf("timeout: health rpc did not complete within %v", timeout), nil
+		}
+		return outcomeFailure, fmt.Sprintf("error: health rpc probe failed: %+v", err), nil
+	}
+	if s := resp.GetStatus(); s != healthpb.HealthCheckResponse_SERVING {
+		return outcomeFailure, fmt.Sprintf("service unhealthy (responded with %q)", s.String()), nil
+	}
+	return outcomeSuccess, "service healthy", nil
+}
+
+// execProbe runs the probe's command in the container: exit 0 succeeds,
+// another code or a timeout fails.
+func (m *Manager) execProbe(ctx context.Context, w *worker, timeout time.Duration) (outcome, string, error) {
+	if m.runner == nil {
+		return outcomeUnknown, "", errors.New("exec probes need a runtime that runs commands in containers (runtime.CommandRunner); this one does not")
+	}
+	cmd := w.command()
+	// The runtime enforces timeout; this bounds a runtime that does not.
+	ctx, cancel := context.WithTimeout(ctx, timeout+2*time.Minute)
+	defer cancel()
+	stdout, stderr, code, err := m.runner.ExecSync(ctx, w.cid, cmd, timeout)
+	if err != nil {
+		if errors.Is(err, runtime.ErrExecTimeout) {
+			return outcomeFailure, fmt.Sprintf("command %q timed out", strings.Join(cmd, " ")), nil
+		}
+		return outcomeUnknown, "", err
+	}
+	var out string
+	if len(stdout)+len(stderr) > 0 {
+		b := append(stdout[:len(stdout):len(stdout)], stderr...)
+		if len(b) > maxOutput {
+			b = b[:maxOutput]
+		}
+		out = string(b)
+	}
+	if code != 0 {
+		return outcomeFailure, out, nil
+	}
+	return outcomeSuccess, out, nil
+}
+
+// command is the exec probe's command with $(VAR) references to the
+// container's static env expanded, as the kubelet's
+// ExpandContainerCommandOnlyStatic; computed once per worker.
+func (w *worker) command() []string {
+	if w.cmd == nil {
+		w.cmd = expandCommand(w.probe.Exec.Command, w.container.Env)
+	}
+	return w.cmd
+}
+
+func expandCommand(cmd []string, env []v1.EnvVar) []string {
+	lookup := func(name string) (string, bool) {
+		for i := len(env) - 1; i >= 0; i-- {
+			if env[i].Name == name && env[i].ValueFrom == nil {
+				return env[i].Value, true
+			}
+		}
+		return "", false
+	}
+	out := make([]string, len(cmd))
+	for i, s := range cmd {
+		out[i] = expand(s, lookup)
+	}
+	return out
+}
+
+// expand replaces $(VAR) with its value (unknown references stay as
+// written) and $$ with $.
+func expand(s string, lookup func(string) (string, bool)) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := lookup(name); ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}

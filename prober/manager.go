@@ -1,0 +1,330 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// ErrInvalidConfig is wrapped by New's errors.
+var ErrInvalidConfig = errors.New("prober: invalid config")
+
+// DefaultUserAgent is the User-Agent of HTTP and gRPC probes, the kubelet's
+// "kube-probe/<major>.<minor>" for the Kubernetes API nodekit builds on.
+const DefaultUserAgent = "kube-probe/1.37"
+
+// StatusProvider gives the latest API status of a pod, which the workers
+// read for container IDs, states, Started and the pod IP. The status
+// manager's SharedPodStatus fits; the status is read, never modified.
+type StatusProvider interface {
+	SharedPodStatus(uid types.UID) (*v1.PodStatus, bool)
+}
+
+// EventRecorder records events; client-go's record.EventRecorder fits.
+type EventRecorder interface {
+	Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...interface{})
+}
+
+// Config configures a Manager. Status is required.
+type Config struct {
+	// Status gives the pods' statuses. Required.
+	Status StatusProvider
+	// Runner runs exec probes, normally the runtime if it implements
+	// runtime.CommandRunner. nil: exec probes error with a clear message.
+	Runner runtime.CommandRunner
+	// Recorder receives Unhealthy and ProbeWarning events. Optional.
+	Recorder EventRecorder
+	// MaxConcurrent bounds the probes running at once; a probe due while
+	// all slots are taken waits for one. Default 256.
+	MaxConcurrent int
+	// Transport carries HTTP probes. Default: the kubelet's probe transport
+	// (no keep-alives, no proxy, no compression, TLS unverified).
+	Transport http.RoundTripper
+	// UserAgent is sent by HTTP probes without their own User-Agent header
+	// and by gRPC probes. Default DefaultUserAgent.
+	UserAgent string
+	// Clock drives periods and initial delays. Default the real clock.
+	Clock clock.WithTicker
+	// Jitter returns how long a worker created within one period of Run's
+	// start waits before its first probe, so that probes of pods found at
+	// start-up spread out, as the kubelet's. Default: uniform in [0, period).
+	Jitter func(period time.Duration) time.Duration
+	// Log receives the prober's logs. Default logr.Discard().
+	Log logr.Logger
+}
+
+// Manager runs the probes of the pods it is given, one worker per container
+// and probe type, and keeps their results. Create it with New, run it with
+// Run. All methods are safe for concurrent use.
+type Manager struct {
+	status    StatusProvider
+	runner    runtime.CommandRunner
+	recorder  EventRecorder
+	transport http.RoundTripper
+	userAgent string
+	clock     clock.WithTicker
+	jitter    func(time.Duration) time.Duration
+	log       logr.Logger
+
+	results *results
+	updates chan Update
+	sem     chan struct{}
+
+	mu      sync.Mutex
+	workers map[workerKey]*worker
+	// ctx is Run's context while Run runs; nil before, done after.
+	ctx     context.Context
+	started time.Time
+	wg      sync.WaitGroup
+	ran     bool
+}
+
+type workerKey struct {
+	uid       types.UID
+	container string
+	typ       ProbeType
+}
+
+// New checks c and fills its defaults.
+func New(c Config) (*Manager, error) {
+	if c.Status == nil {
+		return nil, fmt.Errorf("Status is required: %w", ErrInvalidConfig)
+	}
+	if c.MaxConcurrent < 0 {
+		return nil, fmt.Errorf("negative MaxConcurrent: %w", ErrInvalidConfig)
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = 256
+	}
+	if c.Transport == nil {
+		c.Transport = newTransport()
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = DefaultUserAgent
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Jitter == nil {
+		c.Jitter = func(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d))) }
+	}
+	if c.Log.GetSink() == nil {
+		c.Log = logr.Discard()
+	}
+	return &Manager{
+		status:    c.Status,
+		runner:    c.Runner,
+		recorder:  c.Recorder,
+		transport: c.Transport,
+		userAgent: c.UserAgent,
+		clock:     c.Clock,
+		jitter:    c.Jitter,
+		log:       c.Log,
+		results:   newResults(),
+		updates:   make(chan Update),
+		sem:       make(chan struct{}, c.MaxConcurrent),
+		workers:   map[workerKey]*worker{},
+	}, nil
+}
+
+// Run runs the workers until ctx ends and returns once they all have
+// stopped. Workers of pods added before Run start with it. Call it once.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.ran {
+		m.mu.Unlock()
+		return errors.New("prober: Run called twice")
+	}
+	m.ran = true
+	m.ctx = ctx
+	m.started = m.clock.Now()
+	for _, w := range m.workers {
+		m.startLocked(w)
+	}
+	m.mu.Unlock()
+
+	m.pump(ctx)
+	m.wg.Wait()
+	return nil
+}
+
+// pump delivers the results' changes on the updates stream.
+func (m *Manager) pump(ctx context.Context) {
+	var buf []Update
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.results.signal:
+		}
+		buf = m.results.take(buf)
+		for _, u := range buf {
+			select {
+			case m.updates <- u:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// Updates streams every change of a probe result: readiness and startup
+// verdicts, liveness failures. Results change without waiting for the
+// reader; while it is away they coalesce, the latest per container and
+// probe type winning. The stream ends with Run, it is never closed.
+func (m *Manager) Updates() <-chan Update { return m.updates }
+
+// AddPod starts workers for the probes of pod's containers and restartable
+// init containers (sidecars) that have none yet. Calling it again for the
+// same pod does nothing more; a probe changed in place is not picked up
+// (the API does not allow it).
+func (m *Manager) AddPod(pod *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx != nil && m.ctx.Err() != nil {
+		return
+	}
+	add := func(c *v1.Container, init bool) {
+		for t, p := range [numProbeTypes]*v1.Probe{Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe, Startup: c.StartupProbe} {
+			if p == nil {
+				continue
+			}
+			k := workerKey{pod.UID, c.Name, ProbeType(t)}
+			if _, ok := m.workers[k]; ok {
+				continue
+			}
+			w := newWorker(m, pod, c, init, ProbeType(t), p)
+			m.workers[k] = w
+			if m.ctx != nil {
+				m.startLocked(w)
+			}
+		}
+	}
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i], false)
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
+			add(c, true)
+		}
+	}
+}
+
+func (m *Manager) startLocked(w *worker) {
+	ctx, cancel := context.WithCancel(m.ctx)
+	w.cancel = cancel
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		w.runLoop(ctx)
+	}()
+}
+
+// StopLivenessAndStartup stops the liveness and startup workers of pod's
+// regular containers, as the kubelet does when a pod starts terminating:
+// its containers are not restarted any more, readiness keeps being probed.
+func (m *Manager) StopLivenessAndStartup(pod *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range pod.Spec.Containers {
+		for _, t := range [...]ProbeType{Liveness, Startup} {
+			if w, ok := m.workers[workerKey{pod.UID, pod.Spec.Containers[i].Name, t}]; ok {
+				w.stop()
+			}
+		}
+	}
+}
+
+// RemovePod stops every worker of the pod.
+func (m *Manager) RemovePod(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, w := range m.workers {
+		if k.uid == uid {
+			w.stop()
+		}
+	}
+}
+
+// CleanupPods stops the workers of every pod not in keep.
+func (m *Manager) CleanupPods(keep map[types.UID]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, w := range m.workers {
+		if !keep[k.uid] {
+			w.stop()
+		}
+	}
+}
+
+// Workers returns how many workers exist (running or waiting for Run).
+func (m *Manager) Workers() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.workers)
+}
+
+// removeWorker forgets w once it has stopped.
+func (m *Manager) removeWorker(w *worker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := workerKey{w.pod.UID, w.container.Name, w.typ}
+	if m.workers[k] == w {
+		delete(m.workers, k)
+	}
+}
+
+// Result returns the current result of a probe type for a container
+// instance, and false if there is none.
+func (m *Manager) Result(t ProbeType, id runtime.ContainerID) (Result, bool) {
+	return m.results.get(t, id)
+}
+
+// Started reports whether the container instance (its API ContainerID,
+// "type://id") has passed its startup probe. It is what the status
+// generation asks for containers with a startup probe.
+func (m *Manager) Started(_ types.UID, _, containerID string) bool {
+	id, err := runtime.ParseContainerID(containerID)
+	if err != nil {
+		return false
+	}
+	r, _ := m.results.get(Startup, id)
+	return r == Success
+}
+
+// Ready reports whether the container instance has passed its readiness
+// probe. Without a result yet, the container's readiness worker is asked to
+// probe now rather than at its next period, as the kubelet does; so is a
+// worker whose last verdict was a failure.
+func (m *Manager) Ready(podUID types.UID, name, containerID string) bool {
+	id, err := runtime.ParseContainerID(containerID)
+	if err != nil {
+		return false
+	}
+	r, _ := m.results.get(Readiness, id)
+	if r != Success {
+		m.mu.Lock()
+		w := m.workers[workerKey{podUID, name, Readiness}]
+		m.mu.Unlock()
+		if w != nil {
+			w.trigger()
+		}
+	}
+	return r == Success
+}
+
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}

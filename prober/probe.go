@@ -1,0 +1,157 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// outcome is what one probe run says, before thresholds: the kubelet's
+// probe.Result.
+type outcome uint8
+
+const (
+	outcomeUnknown outcome = iota
+	outcomeSuccess
+	outcomeWarning
+	outcomeFailure
+)
+
+func (o outcome) String() string {
+	switch o {
+	case outcomeSuccess:
+		return "success"
+	case outcomeWarning:
+		return "warning"
+	case outcomeFailure:
+		return "failure"
+	}
+	return "unknown"
+}
+
+// Event reasons, as the kubelet's.
+const (
+	ReasonUnhealthy    = "Unhealthy"
+	ReasonProbeWarning = "ProbeWarning"
+)
+
+// maxRetries is how often a probe that errors (rather than fails) is run
+// again at once, as the kubelet's maxProbeRetries.
+const maxRetries = 3
+
+// probe runs w's probe (retrying errors), records the kubelet's events and
+// returns the result; an error means no verdict.
+func (m *Manager) probe(ctx context.Context, w *worker, podIP string) (Result, error) {
+	var (
+		o   outcome
+		out string
+		err error
+	)
+	for i := 0; i < maxRetries; i++ {
+		o, out, err = m.runProbe(ctx, w, podIP)
+		if err == nil || w.spec.invalid != nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.V(1).Info("Probe errored", "probe", w.typ, "pod", podRef(w.pod), "container", w.container.Name, "err", err.Error())
+			m.event(w, ReasonUnhealthy, "%s probe errored and resulted in %s state: %s", w.typ, o, err)
+		}
+		return Failure, err
+	}
+	switch o {
+	case outcomeSuccess:
+		return Success, nil
+	case outcomeWarning:
+		m.event(w, ReasonProbeWarning, "%s probe warning: %s", w.typ, out)
+		return Success, nil
+	case outcomeFailure:
+		m.log.V(1).Info("Probe failed", "probe", w.typ, "pod", podRef(w.pod), "container", w.container.Name, "output", out)
+		m.event(w, ReasonUnhealthy, "%s probe failed: %s", w.typ, out)
+	}
+	return Failure, nil
+}
+
+func (m *Manager) runProbe(ctx context.Context, w *worker, podIP string) (outcome, string, error) {
+	if w.spec.invalid != nil {
+		return outcomeUnknown, "", w.spec.invalid
+	}
+	p, timeout := w.probe, w.spec.timeout
+	switch {
+	case p.Exec != nil:
+		return m.execProbe(ctx, w, timeout)
+	case p.HTTPGet != nil:
+		req, err := m.newHTTPRequest(ctx, p.HTTPGet, w.container, podIP)
+		if err != nil {
+			return outcomeUnknown, "", err
+		}
+		return m.httpProbe(req, timeout)
+	case p.TCPSocket != nil:
+		port, err := resolvePort(p.TCPSocket.Port, w.container)
+		if err != nil {
+			return outcomeUnknown, "", err
+		}
+		host := p.TCPSocket.Host
+		if host == "" {
+			host = podIP
+		}
+		return tcpProbe(ctx, host, port, timeout)
+	default: // GRPC; newSpec made sure there is one handler
+		service := ""
+		if p.GRPC.Service != nil {
+			service = *p.GRPC.Service
+		}
+		return m.grpcProbe(ctx, podIP, service, int(p.GRPC.Port), timeout)
+	}
+}
+
+// resolvePort returns the port a probe names, by number or by the name of
+// one of the container's ports.
+func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
+	port := p.IntValue()
+	if p.Type == intstr.String {
+		port = -1
+		for _, cp := range c.Ports {
+			if cp.Name == p.StrVal {
+				port = int(cp.ContainerPort)
+				break
+			}
+		}
+		if port < 0 {
+			// As the kubelet: maybe a number written as a string.
+			n, err := strconv.Atoi(p.StrVal)
+			if err != nil {
+				return 0, fmt.Errorf("port %q not found in container %q", p.StrVal, c.Name)
+			}
+			port = n
+		}
+	}
+	if port <= 0 || port > 65535 {
+		return 0, fmt.Errorf("invalid port number: %d", port)
+	}
+	return port, nil
+}
+
+// event records an event on w's container, as the kubelet's container
+// events (a reference with the container's field path).
+func (m *Manager) event(w *worker, reason, format string, args ...any) {
+	if m.recorder == nil {
+		return
+	}
+	path := "spec.containers{" + w.container.Name + "}"
+	if w.sidecar {
+		path = "spec.initContainers{" + w.container.Name + "}"
+	}
+	ref := &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: w.pod.Namespace, Name: w.pod.Name,
+		UID: w.pod.UID, ResourceVersion: w.pod.ResourceVersion, FieldPath: path}
+	defer func() {
+		if p := recover(); p != nil {
+			m.log.Error(fmt.Errorf("panic: %v", p), "Event recorder panicked")
+		}
+	}()
+	m.recorder.Eventf(ref, v1.EventTypeWarning, reason, format, args...)
+}

@@ -1,0 +1,330 @@
+package prober
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+const hang = -1
+
+func TestThresholds(t *testing.T) {
+	const U, S, F = Unknown, Success, Failure
+	cases := []struct {
+		name  string
+		typ   ProbeType
+		probe func(*v1.Probe)
+		codes []int    // exit code of each probe run, one per period
+		want  []Result // result after each run
+	}{
+		{"readiness is false until the first success", Readiness, nil,
+			[]int{1, 1, 0}, []Result{F, F, S}},
+		{"readiness needs successThreshold successes in a row", Readiness, func(p *v1.Probe) { p.SuccessThreshold = 2 },
+			[]int{0, 1, 0, 0}, []Result{F, F, F, S}},
+		{"readiness turns false after failureThreshold failures in a row", Readiness, func(p *v1.Probe) { p.FailureThreshold = 2 },
+			[]int{0, 1, 0, 1, 1}, []Result{S, S, S, S, F}},
+		{"liveness stays successful until failureThreshold failures in a row", Liveness, func(p *v1.Probe) { p.FailureThreshold = 3 },
+			[]int{1, 1, 0, 1, 1, 1}, []Result{S, S, S, S, S, F}},
+		{"failureThreshold defaults to 3", Liveness, nil,
+			[]int{1, 1, 1}, []Result{S, S, F}},
+		{"startup is unknown until its verdict", Startup, func(p *v1.Probe) { p.FailureThreshold = 2 },
+			[]int{1, 1}, []Result{U, F}},
+		{"startup succeeds after failures below the threshold", Startup, func(p *v1.Probe) { p.FailureThreshold = 3 },
+			[]int{1, 1, 0}, []Result{U, U, S}},
+		{"a command past its timeout is a failure", Liveness, func(p *v1.Probe) { p.FailureThreshold = 1 },
+			[]int{hang}, []Result{F}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			withEnv(t, func(e *env) {
+				p := execProbe("check")
+				if tc.probe != nil {
+					tc.probe(p)
+				}
+				c := v1.Container{Name: "app"}
+				switch tc.typ {
+				case Liveness:
+					c.LivenessProbe = p
+				case Readiness:
+					c.ReadinessProbe = p
+				case Startup:
+					c.StartupProbe = p
+				}
+				pod := podWith("u1", c)
+				e.running(pod, "app", "fake://c1", 0, tc.typ != Startup)
+				for i, code := range tc.codes {
+					e.runner.setCode("check", code)
+					e.runner.mu.Lock()
+					e.runner.hang["check"] = code == hang
+					e.runner.mu.Unlock()
+					if i == 0 {
+						e.m.AddPod(pod)
+						time.Sleep(0) // let AddPod's worker run
+					} else {
+						e.step(time.Second)
+					}
+					e.step(0)
+					if got := e.result(tc.typ, "fake://c1"); got != tc.want[i] {
+						t.Fatalf("after probe %d (exit %d): result %v, want %v", i+1, code, got, tc.want[i])
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestNoProbeBeforeInitialDelay(t *testing.T) {
+	withEnv(t, func(e *env) {
+		p := execProbe("check")
+		p.InitialDelaySeconds = 5
+		pod := podWith("u1", v1.Container{Name: "app", ReadinessProbe: p})
+		e.running(pod, "app", "fake://c1", 0, true)
+		e.m.AddPod(pod)
+		e.step(0)
+		for i := 0; i < 4; i++ {
+			e.step(time.Second)
+		}
+		if n := e.runner.called("check"); n != 0 {
+			t.Fatalf("probed %d times before the initial delay", n)
+		}
+		if got := e.result(Readiness, "fake://c1"); got != Failure {
+			t.Fatalf("readiness %v during the initial delay, want Failure", got)
+		}
+		e.step(time.Second)
+		if got := e.result(Readiness, "fake://c1"); got != Success {
+			t.Fatalf("readiness %v after the initial delay, want Success", got)
+		}
+	})
+}
+
+func TestStartupGatesLivenessAndReadiness(t *testing.T) {
+	withEnv(t, func(e *env) {
+		e.runner.setCode("startup", 1)
+		pod := podWith("u1", v1.Container{Name: "app", StartupProbe: execProbe("startup"),
+			LivenessProbe: execProbe("live"), ReadinessProbe: execProbe("ready")})
+		e.running(pod, "app", "fake://c1", 0, false)
+		e.m.AddPod(pod)
+		e.step(0)
+		e.step(time.Second)
+		if e.runner.called("startup") == 0 || e.runner.called("live") != 0 || e.runner.called("ready") != 0 {
+			t.Fatalf("before start: startup %d, liveness %d, readiness %d probes; want only startup",
+				e.runner.called("startup"), e.runner.called("live"), e.runner.called("ready"))
+		}
+		e.runner.setCode("startup", 0)
+		e.step(time.Second)
+		if got := e.result(Startup, "fake://c1"); got != Success {
+			t.Fatalf("startup %v, want Success", got)
+		}
+		// The agent reports Started from the startup verdict.
+		e.running(pod, "app", "fake://c1", 2*time.Second, true)
+		n := e.runner.called("startup")
+		e.step(time.Second)
+		e.step(time.Second)
+		if e.runner.called("live") == 0 || e.runner.called("ready") == 0 {
+			t.Fatal("liveness and readiness not probed once started")
+		}
+		if e.runner.called("startup") != n {
+			t.Fatal("startup probed again after its success")
+		}
+		if got := e.result(Readiness, "fake://c1"); got != Success {
+			t.Fatalf("readiness %v, want Success", got)
+		}
+	})
+}
+
+func TestRestartedContainerGetsFreshWorkerState(t *testing.T) {
+	withEnv(t, func(e *env) {
+		p := execProbe("live")
+		p.FailureThreshold = 1
+		e.runner.setCode("live", 1)
+		pod := podWith("u1", v1.Container{Name: "app", LivenessProbe: p})
+		e.running(pod, "app", "fake://c1", 0, true)
+		e.m.AddPod(pod)
+		e.step(0)
+		if got := e.result(Liveness, "fake://c1"); got != Failure {
+			t.Fatalf("liveness %v, want Failure", got)
+		}
+		n := e.runner.called("live")
+		e.step(time.Second)
+		e.step(time.Second)
+		if e.runner.called("live") != n {
+			t.Fatal("a container that failed liveness was probed again before its restart")
+		}
+		e.runner.setCode("live", 0)
+		e.running(pod, "app", "fake://c2", 0, true)
+		e.step(time.Second)
+		if got := e.result(Liveness, "fake://c1"); got != 255 {
+			t.Fatalf("result of the old instance kept: %v", got)
+		}
+		if got := e.result(Liveness, "fake://c2"); got != Success {
+			t.Fatalf("liveness of the new instance %v, want Success", got)
+		}
+		if e.runner.called("live") == n {
+			t.Fatal("the new instance is not probed")
+		}
+	})
+}
+
+func TestWorkersStop(t *testing.T) {
+	cases := []struct {
+		name string
+		stop func(e *env, pod *v1.Pod)
+	}{
+		{"pod removal stops every worker", func(e *env, pod *v1.Pod) { e.m.RemovePod(pod.UID) }},
+		{"cleanup stops workers of pods not kept", func(e *env, pod *v1.Pod) { e.m.CleanupPods(map[types.UID]bool{"other": true}) }},
+		{"a terminal pod stops its workers", func(e *env, pod *v1.Pod) {
+			e.status.set(pod.UID, v1.PodStatus{Phase: v1.PodSucceeded})
+			e.step(time.Second)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			withEnv(t, func(e *env) {
+				pod := podWith("u1", v1.Container{Name: "app", LivenessProbe: execProbe("live"),
+					ReadinessProbe: execProbe("ready"), StartupProbe: execProbe("start")})
+				e.running(pod, "app", "fake://c1", 0, true)
+				e.m.AddPod(pod)
+				e.step(0)
+				if n := e.m.Workers(); n != 3 {
+					t.Fatalf("%d workers, want 3", n)
+				}
+				tc.stop(e, pod)
+				e.step(0)
+				if n := e.m.Workers(); n != 0 {
+					t.Fatalf("%d workers left", n)
+				}
+				if got := e.result(Readiness, "fake://c1"); got != 255 {
+					t.Fatalf("readiness result kept after stop: %v", got)
+				}
+			})
+		})
+	}
+}
+
+func TestStopLivenessAndStartupKeepsReadiness(t *testing.T) {
+	withEnv(t, func(e *env) {
+		pod := podWith("u1", v1.Container{Name: "app", LivenessProbe: execProbe("live"), ReadinessProbe: execProbe("ready")})
+		e.running(pod, "app", "fake://c1", 0, true)
+		e.m.AddPod(pod)
+		e.step(0)
+		e.m.StopLivenessAndStartup(pod)
+		e.step(0)
+		if n := e.m.Workers(); n != 1 {
+			t.Fatalf("%d workers, want the readiness one", n)
+		}
+	})
+}
+
+func TestReadyTriggersAProbe(t *testing.T) {
+	withEnv(t, func(e *env) {
+		e.runner.setCode("ready", 1)
+		pod := podWith("u1", v1.Container{Name: "app", ReadinessProbe: execProbe("ready")})
+		e.running(pod, "app", "fake://c1", 0, true)
+		e.m.AddPod(pod)
+		e.step(0)
+		e.runner.setCode("ready", 0)
+		if e.m.Ready(pod.UID, "app", "fake://c1") {
+			t.Fatal("ready before a successful probe")
+		}
+		e.step(0) // no time passes
+		if !e.m.Ready(pod.UID, "app", "fake://c1") {
+			t.Fatal("Ready did not trigger a probe")
+		}
+	})
+}
+
+func TestSidecarsAreProbed(t *testing.T) {
+	withEnv(t, func(e *env) {
+		always := v1.ContainerRestartPolicyAlways
+		pod := podWith("u1", v1.Container{Name: "app"})
+		pod.Spec.InitContainers = []v1.Container{
+			{Name: "init", ReadinessProbe: execProbe("init")},
+			{Name: "side", RestartPolicy: &always, ReadinessProbe: execProbe("side")},
+		}
+		st := true
+		e.status.set(pod.UID, v1.PodStatus{Phase: v1.PodRunning, InitContainerStatuses: []v1.ContainerStatus{{
+			Name: "side", ContainerID: "fake://s1", Started: &st,
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(e.clk.Now())}},
+		}}})
+		e.m.AddPod(pod)
+		e.step(0)
+		if n := e.m.Workers(); n != 1 {
+			t.Fatalf("%d workers, want one for the sidecar only", n)
+		}
+		if got := e.result(Readiness, "fake://s1"); got != Success {
+			t.Fatalf("sidecar readiness %v, want Success", got)
+		}
+	})
+}
+
+func TestBadProbesErrorClearly(t *testing.T) {
+	cases := []struct {
+		name  string
+		probe *v1.Probe
+		want  string
+	}{
+		{"no handler", &v1.Probe{PeriodSeconds: 1}, "no handler: set one of exec, httpGet, tcpSocket or grpc"},
+		{"two handlers", &v1.Probe{PeriodSeconds: 1, ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"x"}},
+			TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(80)}}}, "2 handlers (exec, tcpSocket): set exactly one"},
+		{"negative period", &v1.Probe{PeriodSeconds: -1, ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"x"}}}},
+			"periodSeconds is negative (-1)"},
+		{"named port that does not exist", &v1.Probe{PeriodSeconds: 1, ProbeHandler: v1.ProbeHandler{
+			TCPSocket: &v1.TCPSocketAction{Port: intstr.FromString("web")}}}, `port "web" not found in container "app"`},
+		{"negative termination grace period", &v1.Probe{PeriodSeconds: 1, TerminationGracePeriodSeconds: ptr.To[int64](-1),
+			ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"x"}}}}, "terminationGracePeriodSeconds must be positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			withEnv(t, func(e *env) {
+				pod := podWith("u1", v1.Container{Name: "app", ReadinessProbe: tc.probe})
+				e.running(pod, "app", "fake://c1", 0, true)
+				e.m.AddPod(pod)
+				e.step(0)
+				e.step(10 * time.Second)
+				if got := e.result(Readiness, "fake://c1"); got != Failure {
+					t.Fatalf("readiness %v, want Failure", got)
+				}
+				evs := e.rec.list()
+				if len(evs) == 0 {
+					t.Fatal("no event")
+				}
+				ev := evs[0]
+				if ev.reason != ReasonUnhealthy || !strings.HasPrefix(ev.message, "Readiness probe errored and resulted in unknown state: ") ||
+					!strings.Contains(ev.message, tc.want) || ev.fieldPath != "spec.containers{app}" {
+					t.Fatalf("event %+v, want Unhealthy with %q", ev, tc.want)
+				}
+			})
+		})
+	}
+}
+
+func TestFailureEvents(t *testing.T) {
+	withEnv(t, func(e *env) {
+		e.runner.setCode("live", 3)
+		pod := podWith("u1", v1.Container{Name: "app", LivenessProbe: execProbe("live")})
+		e.running(pod, "app", "fake://c1", 0, true)
+		e.m.AddPod(pod)
+		e.step(0)
+		evs := e.rec.list()
+		if len(evs) != 1 || evs[0].reason != ReasonUnhealthy || evs[0].message != "Liveness probe failed: out" {
+			t.Fatalf("events %+v", evs)
+		}
+	})
+}
+
+func TestExpandCommand(t *testing.T) {
+	env := []v1.EnvVar{{Name: "PORT", Value: "8080"}, {Name: "SECRET", ValueFrom: &v1.EnvVarSource{}}}
+	got := expandCommand([]string{"curl", "localhost:$(PORT)/$(SECRET)/$(NONE)", "$$(PORT)", "a$b", "$(PORT"}, env)
+	want := []string{"curl", "localhost:8080/$(SECRET)/$(NONE)", "$(PORT)", "a$b", "$(PORT"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("arg %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+}
