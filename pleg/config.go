@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -75,6 +76,12 @@ type Config struct {
 	// included, with what it did; use it to feed metrics. It runs on the
 	// relisting goroutine and should return quickly.
 	OnRelist func(RelistStats)
+	// Registerer, if set, receives the kubelet's PLEG metrics:
+	// kubelet_pleg_relist_duration_seconds, _relist_interval_seconds,
+	// _last_seen_seconds, _discard_events, and kubelet_running_pods and
+	// kubelet_running_containers{container_state} as of the last relist.
+	// nil: no metrics. New fails if they are registered already.
+	Registerer prometheus.Registerer
 }
 
 // RelistStats describes one relist, for metrics.

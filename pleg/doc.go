@@ -30,8 +30,16 @@
 // nor one hung call stall the relist; a pod's events go out as soon as that
 // pod is inspected. The relist period and threshold can be changed while
 // running (SetRelistDuration). Config.OnRelist receives per-relist figures
-// (duration, pods and containers by state, events by type, dropped events)
-// for metrics.
+// (duration, pods and containers by state, events by type, dropped events).
+//
+// Metrics: given a prometheus.Registerer (Config.Registerer,
+// EventedConfig.Registerer) the PLEGs keep the kubelet's metrics under its
+// names, types and buckets: kubelet_pleg_relist_duration_seconds,
+// kubelet_pleg_relist_interval_seconds, kubelet_pleg_last_seen_seconds,
+// kubelet_pleg_discard_events, kubelet_running_pods,
+// kubelet_running_containers{container_state} and
+// kubelet_evented_pleg_connection_{success,error}_count and
+// _latency_seconds. Without one nothing is registered anywhere.
 //
 // EventedPLEG builds on a GenericPLEG for runtimes that stream container
 // events (runtime.ContainerEventer, the CRI's GetContainerEvents): events and

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -39,6 +41,11 @@ type EventedConfig struct {
 	// pod workers waiting for status newer than their last sync wake up
 	// without an event of their pod. Default 2s, as the kubelet's.
 	CacheUpdatePeriod time.Duration
+	// Registerer, if set, receives the kubelet's evented PLEG metrics:
+	// kubelet_evented_pleg_connection_success_count, _error_count and
+	// _latency_seconds (from an event's creation to its handling). The
+	// generic PLEG's own go to its Config.Registerer. nil: no metrics.
+	Registerer prometheus.Registerer
 }
 
 // EventedPLEG generates pod lifecycle events from the runtime's container
@@ -60,6 +67,8 @@ type EventedPLEG struct {
 
 	streaming atomic.Bool
 	running   atomic.Bool
+
+	metrics *streamMetrics // nil: none
 }
 
 // NewEvented returns an EventedPLEG for c, or an error wrapping
@@ -93,6 +102,10 @@ func NewEvented(c EventedConfig) (*EventedPLEG, error) {
 		default:
 			*f.dst = f.v
 		}
+	}
+	var err error
+	if e.metrics, err = newStreamMetrics(c.Registerer); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -138,6 +151,13 @@ func (e *EventedPLEG) Start(ctx context.Context) error {
 			e.g.log.Info("Runtime cannot stream container events; relisting only")
 			<-ctx.Done()
 			return nil
+		}
+		if m := e.metrics; m != nil {
+			if err == nil {
+				m.conns.Inc()
+			} else {
+				m.connErrs.Inc()
+			}
 		}
 		if err == nil {
 			e.setStreaming(true)
@@ -186,6 +206,9 @@ func (e *EventedPLEG) consume(ctx context.Context, ch <-chan runtime.ContainerEv
 		case ev, ok := <-ch:
 			if !ok {
 				return errStreamClosed
+			}
+			if m := e.metrics; m != nil && !ev.CreatedAt.IsZero() {
+				m.latency.Observe(e.g.clock.Since(ev.CreatedAt).Seconds())
 			}
 			e.handle(ev)
 		case <-t.C():
@@ -242,6 +265,9 @@ func (e *EventedPLEG) send(ev PodLifecycleEvent) {
 	select {
 	case e.g.events <- ev:
 	default:
+		if m := e.g.metrics; m != nil {
+			m.discard.Inc()
+		}
 		e.g.log.Error(nil, "Event channel is full; event dropped", "podUID", ev.ID, "type", ev.Type)
 	}
 }

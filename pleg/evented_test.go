@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -28,13 +30,19 @@ type eventedFixture struct {
 
 func newEventedFixture(t *testing.T) *eventedFixture {
 	t.Helper()
+	return newEventedFixtureWith(t, nil)
+}
+
+// newEventedFixtureWith registers both PLEGs' metrics on reg, if not nil.
+func newEventedFixtureWith(t *testing.T, reg prometheus.Registerer) *eventedFixture {
+	t.Helper()
 	f := &eventedFixture{clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), cache: runtime.NewCache()}
 	var err error
 	f.rt, err = fake.New(fake.Config{Clock: f.clk})
 	require.NoError(t, err)
-	f.g, err = New(Config{Runtime: f.rt, Cache: f.cache, Clock: f.clk, OnRelist: func(RelistStats) { f.relists.Add(1) }})
+	f.g, err = New(Config{Runtime: f.rt, Cache: f.cache, Clock: f.clk, OnRelist: func(RelistStats) { f.relists.Add(1) }, Registerer: reg})
 	require.NoError(t, err)
-	f.e, err = NewEvented(EventedConfig{Generic: f.g, Events: f.rt})
+	f.e, err = NewEvented(EventedConfig{Generic: f.g, Events: f.rt, Registerer: reg})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -68,9 +76,7 @@ func TestEventedPLEGOnInMemoryRuntime(t *testing.T) {
 	require.Eventually(t, func() bool { return f.e.Streaming() && f.relists.Load() == 2 }, guard, time.Millisecond)
 	assert.Equal(t, DefaultStreamingRelistPeriod, time.Duration(f.g.period.Load()))
 
-	pod := &v1.Pod{}
-	pod.Name, pod.Namespace, pod.UID = "web", "default", "uid-web"
-	pod.Spec.Containers = []v1.Container{{Name: "app", Image: "app:1"}}
+	pod := podSpec("uid-web", "app")
 	require.NoError(t, f.rt.SyncPod(ctx, pod, nil, nil, nil).Error())
 	got := recv(t, f.e.Watch(), "ContainerStarted from the stream")
 	assert.Equal(t, ContainerStarted, got.Type)
@@ -212,4 +218,14 @@ func TestNewEventedValidates(t *testing.T) {
 			assert.ErrorIs(t, err, runtime.ErrInvalidConfig)
 		})
 	}
+}
+
+// podSpec returns a pod "web" in "default" with one container per name.
+func podSpec(uid types.UID, names ...string) *v1.Pod {
+	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "web", "default", uid
+	for _, n := range names {
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: n, Image: n + ":1"})
+	}
+	return pod
 }

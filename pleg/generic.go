@@ -26,6 +26,7 @@ type GenericPLEG struct {
 	clock    clock.WithDelayedExecution
 	log      logr.Logger
 	onRelist func(RelistStats)
+	metrics  *relistMetrics // nil: none
 
 	parallelism    int
 	inspectTimeout time.Duration
@@ -96,6 +97,9 @@ func New(c Config) (*GenericPLEG, error) {
 		periodChanged:  make(chan struct{}, 1),
 		records:        make(map[types.UID]*podRecord),
 		reinspect:      make(map[types.UID]struct{}),
+	}
+	if g.metrics, err = newRelistMetrics(c.Registerer); err != nil {
+		return nil, err
 	}
 	g.period.Store(int64(c.RelistPeriod))
 	g.threshold.Store(int64(c.RelistThreshold))
@@ -180,6 +184,12 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	err := g.relist(ctx, &st)
 	st.Err = err
 	st.Duration = g.clock.Since(st.Timestamp)
+	if g.metrics != nil {
+		g.lastMu.Lock()
+		listed := g.lastRelist.Equal(st.Timestamp)
+		g.lastMu.Unlock()
+		g.metrics.observe(&st, listed)
+	}
 	g.report(&st)
 	return err
 }
@@ -457,7 +467,7 @@ func (g *GenericPLEG) send(it *item, status *runtime.PodStatus) {
 		case g.events <- e:
 			it.sent[eventIndex(e.Type)]++
 		default:
-			it.dropped++
+			it.dropped++ // counted in kubelet_pleg_discard_events by observe
 		}
 		if e.Type == ContainerDied && status != nil {
 			if v := g.log.V(2); v.Enabled() {
