@@ -32,6 +32,11 @@
 // ErrTransient, at once on a state change. The sync loop drains due pods
 // from the Queue on its sync tick and syncs them again.
 //
+// Given a prometheus.Registerer (Config.Registerer), the workers keep the
+// kubelet's kubelet_pod_worker_duration_seconds{operation_type} (from an
+// update's StartTime to the end of the sync that realized it) and
+// kubelet_restarted_pods_total{static}; without one, no metrics.
+//
 // Usage:
 //
 //	queue := podworkers.NewQueue(clk)

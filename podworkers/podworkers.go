@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -49,6 +50,10 @@ type Config struct {
 	Clock clock.PassiveClock
 	// Log receives the workers' logs. Default: logr.Discard().
 	Log logr.Logger
+	// Registerer, if set, receives the kubelet's pod worker metrics:
+	// kubelet_pod_worker_duration_seconds{operation_type} and
+	// kubelet_restarted_pods_total{static}. nil: no metrics.
+	Registerer prometheus.Registerer
 }
 
 // PodWorkers runs one goroutine per pod UID and drives each pod through
@@ -63,6 +68,7 @@ type PodWorkers struct {
 	transientBackOff time.Duration
 	clock            clock.PassiveClock
 	log              logr.Logger
+	metrics          *workerMetrics // nil: none
 
 	wg sync.WaitGroup
 
@@ -128,6 +134,10 @@ func New(c Config) (*PodWorkers, error) {
 		statuses:         make(map[types.UID]*podSyncStatus),
 		startedStatic:    make(map[string]types.UID),
 		waitingStatic:    make(map[string][]types.UID),
+	}
+	var err error
+	if p.metrics, err = newWorkerMetrics(c.Registerer); err != nil {
+		return nil, err
 	}
 	p.idle = sync.NewCond(&p.mu)
 	return p, nil
@@ -207,6 +217,9 @@ func (p *PodWorkers) UpdatePod(options UpdatePodOptions) error {
 	defer p.mu.Unlock()
 
 	now := p.clock.Now()
+	if p.metrics != nil && options.StartTime.IsZero() {
+		options.StartTime = now
+	}
 	status, known := p.statuses[uid]
 	if !known {
 		status = &podSyncStatus{syncedAt: now, fullname: podutil.BuildFullName(name, ns)}
@@ -553,6 +566,9 @@ func (p *PodWorkers) workerLoop(root context.Context, uid types.UID, updates <-c
 		if root.Err() != nil {
 			return
 		}
+		if p.metrics != nil {
+			p.metrics.observe(w, p.clock.Now())
+		}
 		var transition bool
 		switch {
 		case errors.Is(err, context.Canceled):
@@ -741,6 +757,9 @@ func (p *PodWorkers) requeueLastPodUpdate(uid types.UID, status *podSyncStatus) 
 		return
 	}
 	copied := *status.activeUpdate
+	if p.metrics != nil {
+		copied.StartTime = p.clock.Now() // the next step is due from now
+	}
 	status.pendingUpdate = &copied
 	status.working = true
 	select {
@@ -792,6 +811,9 @@ func (p *PodWorkers) SyncKnownPods(desiredPods []*v1.Pod) map[types.UID]KnownPod
 		_, ok := desired[uid]
 		orphan := !ok
 		if (status.restartRequested || orphan) && p.removeTerminatedWorker(uid, status, orphan) {
+			if status.restartRequested && p.metrics != nil {
+				p.metrics.restart(status.static())
+			}
 			continue
 		}
 		k := KnownPod{State: status.WorkType(), Orphan: orphan}

@@ -119,6 +119,10 @@ type UpdatePodOptions struct {
 	// pod; on a pod that is not terminating they are dropped (their
 	// CompletedCh closed).
 	KillPodOptions *KillPodOptions
+	// StartTime is when the caller received the update; with metrics,
+	// kubelet_pod_worker_duration_seconds measures from it to the end of
+	// the sync that realized it. Zero: from when UpdatePod was called.
+	StartTime time.Time
 }
 
 // PodSyncer does the work of the pod workers. A pod is synced with SyncPod
