@@ -32,6 +32,10 @@
 // CreateContainerConfigError, nothing started), lifecycle hooks, probes, QoS
 // OOM scores and cgroup parents, removal of single containers' log files.
 //
+// Metrics: MetricsDialOptions(reg), added to Config.DialOptions, keeps the
+// kubelet's kubelet_runtime_operations_* metrics per CRI call, with its
+// operation_type labels.
+//
 // Usage:
 //
 //	m, err := cri.New(ctx, cri.Config{Endpoint: "unix:///run/containerd/containerd.sock"})
