@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -16,23 +17,6 @@ import (
 )
 
 func t0() time.Time { return time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC) }
-
-func TestExpand(t *testing.T) {
-	env := map[string]string{"A": "1", "B": "two"}
-	for in, want := range map[string]string{
-		"plain":        "plain",
-		"$(A)":         "1",
-		"x$(B)y":       "xtwoy",
-		"$(MISSING)":   "$(MISSING)",
-		"$$(A)":        "$(A)",
-		"$A":           "$A",
-		"$(A":          "$(A",
-		"cost: 5$":     "cost: 5$",
-		"$(A)$(B)$(A)": "1two1",
-	} {
-		require.Equal(t, want, expand(in, env), in)
-	}
-}
 
 func TestContainerConfig(t *testing.T) {
 	m := &Manager{cfg: Config{PodLogsRoot: "/logs", PodsRoot: "/pods"}}
@@ -55,7 +39,7 @@ func TestContainerConfig(t *testing.T) {
 		SecurityContext: &v1.SecurityContext{RunAsUser: ptr.To[int64](7), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 			Capabilities: &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}, Drop: []v1.Capability{"ALL"}}},
 	}
-	cfg, prep, err := m.containerConfig(pod, c, containerTypeRegular, 3, "sha256:abc")
+	cfg, prep, err := m.containerConfig(context.Background(), pod, c, containerTypeRegular, 3, "sha256:abc", nil)
 	require.NoError(t, err)
 	require.Empty(t, prep.dirs)
 	require.Empty(t, prep.files)

@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/podenv"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -32,24 +33,21 @@ func (m *Manager) checkPod(pod *v1.Pod) error {
 	return nil
 }
 
-// containerConfig builds the CRI config of one container instance.
-func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, ctype string, restartCount int, imageRef string) (*runtimeapi.ContainerConfig, hostPaths, error) {
+// containerConfig builds the CRI config of one container instance. podIPs
+// are the sandbox's, for the downward API.
+func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, ctype string, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, hostPaths, error) {
 	if !m.cfg.AllowPrivileged && c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
 		return nil, hostPaths{}, errConfig("container %q is privileged, but privileged containers are not allowed (Config.AllowPrivileged is off)", c.Name)
 	}
-	if len(c.EnvFrom) > 0 {
-		return nil, hostPaths{}, errConfig("container %q: envFrom is not supported: only plain env values are", c.Name)
+	vars, err := m.envResolver().Env(ctx, pod, c, podIPs)
+	if err != nil {
+		return nil, hostPaths{}, fmt.Errorf("%w: %w", runtime.ErrCreateContainerConfig, err)
 	}
-	env := make(map[string]string, len(c.Env))
-	envs := make([]*runtimeapi.KeyValue, 0, len(c.Env))
-	for _, e := range c.Env {
-		if e.ValueFrom != nil {
-			return nil, hostPaths{}, errConfig("container %q: env %q takes its value from an API object, which is not supported: only plain values are", c.Name, e.Name)
-		}
-		v := expand(e.Value, env)
-		env[e.Name] = v
-		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
+	envs := make([]*runtimeapi.KeyValue, len(vars))
+	for i, v := range vars {
+		envs[i] = &runtimeapi.KeyValue{Key: v.Name, Value: []byte(v.Value)}
 	}
+	lookup := podenv.Lookup(vars)
 	mounts, prep, err := m.mounts(pod, c)
 	if err != nil {
 		return nil, prep, err
@@ -57,8 +55,8 @@ func (m *Manager) containerConfig(pod *v1.Pod, c *v1.Container, ctype string, re
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
-		Command:     expandAll(c.Command, env),
-		Args:        expandAll(c.Args, env),
+		Command:     podenv.ExpandAll(c.Command, lookup),
+		Args:        podenv.ExpandAll(c.Args, lookup),
 		WorkingDir:  c.WorkingDir,
 		Envs:        envs,
 		Mounts:      mounts,
@@ -166,53 +164,6 @@ func (p hostPaths) create() error {
 	return nil
 }
 
-// expand replaces $(VAR) by env's value, leaves unknown references as they
-// are and turns $$ into $, as the kubelet does.
-func expand(s string, env map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteByte('$')
-				continue
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := env[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
-}
-
-func expandAll(in []string, env map[string]string) []string {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]string, len(in))
-	for i, s := range in {
-		out[i] = expand(s, env)
-	}
-	return out
-}
-
 const (
 	cpuPeriod  = 100000 // the kernel's default CFS period, in µs
 	minShares  = 2
@@ -314,7 +265,7 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandbox 
 	} else {
 		restartCount = restartCountFromLogs(filepath.Join(sandbox.LogDirectory, c.Name))
 	}
-	cfg, prep, err := m.containerConfig(pod, c, ctype, restartCount, ref)
+	cfg, prep, err := m.containerConfig(ctx, pod, c, ctype, restartCount, ref, m.podIPs(ctx, c, sandboxID, st))
 	if err != nil {
 		return err.Error(), err
 	}

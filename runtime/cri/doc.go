@@ -28,9 +28,15 @@
 // termination-message file is mounted and read back into the status message,
 // with FallbackToLogsOnError.
 //
-// Not (yet) covered: env from API objects and envFrom, other volume types (a
-// CreateContainerConfigError, nothing started), lifecycle hooks, probes, QoS
-// OOM scores and cgroup parents, removal of single containers' log files.
+// Container environments come from Config.Env (podenv's resolver: env,
+// envFrom, fieldRef, resourceFieldRef, configMap and secret keys, service
+// variables); a reference that cannot be resolved is a
+// CreateContainerConfigError with the kubelet's message and the container
+// starts at a later sync once it resolves.
+//
+// Not (yet) covered: other volume types (a CreateContainerConfigError,
+// nothing started), lifecycle hooks, probes, QoS OOM scores and cgroup
+// parents, removal of single containers' log files.
 //
 // Metrics: MetricsDialOptions(reg), added to Config.DialOptions, keeps the
 // kubelet's kubelet_runtime_operations_* metrics per CRI call, with its

@@ -74,6 +74,11 @@ type Config struct {
 	// github.com/nodekit/nodekit/dns). Default: only the pod's
 	// spec.dnsConfig is passed on.
 	DNS DNSConfigurer
+	// Env builds containers' environments. Default: podenv's resolver
+	// without API sources, so configMap and secret references fail with
+	// CreateContainerConfigError; pass a podenv.Resolver over an
+	// objects.Cache for pods from an apiserver.
+	Env EnvResolver
 	// DialOptions are added to the manager's own when dialing, for example
 	// a unary interceptor for metrics or tracing.
 	DialOptions []grpc.DialOption

@@ -207,14 +207,3 @@ func TestPrivilegedContainers(t *testing.T) {
 		require.Equal(t, 1, e.srv.Calls("StartContainer"))
 	})
 }
-
-func TestEnvFromAPIObjectsIsAConfigError(t *testing.T) {
-	e := newFakeEnv(t)
-	pod := newPod("env", "busybox:1", func(p *v1.Pod) {
-		p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
-	})
-	res := e.sync(t, pod, nil)
-	require.ErrorIs(t, res.Error(), runtime.ErrCreateContainerConfig)
-	require.Equal(t, "CreateContainerConfigError", runtime.Reason(res.Error()))
-	require.Zero(t, e.srv.Calls("CreateContainer"))
-}

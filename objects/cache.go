@@ -1,0 +1,189 @@
+package objects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+)
+
+// ErrNoSource is wrapped when an object is asked for whose kind has no
+// client configured (a standalone agent has none).
+var ErrNoSource = errors.New("no API source configured")
+
+// ConfigMapGetter reads the configMaps of one namespace; client-go's
+// CoreV1().ConfigMaps(ns) satisfies it.
+type ConfigMapGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.ConfigMap, error)
+}
+
+// SecretGetter reads the secrets of one namespace; client-go's
+// CoreV1().Secrets(ns) satisfies it.
+type SecretGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Secret, error)
+}
+
+// ServiceLister lists the services of one namespace; client-go's
+// CoreV1().Services(ns) satisfies it.
+type ServiceLister interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*v1.ServiceList, error)
+}
+
+// Config configures a Cache. Every client is optional: asking for a kind
+// without one gives an error wrapping ErrNoSource.
+type Config struct {
+	// ConfigMaps returns the configMap client of a namespace, for example
+	// func(ns string) objects.ConfigMapGetter { return cs.CoreV1().ConfigMaps(ns) }.
+	ConfigMaps func(namespace string) ConfigMapGetter
+	// Secrets returns the secret client of a namespace.
+	Secrets func(namespace string) SecretGetter
+	// Services returns the service client of a namespace.
+	Services func(namespace string) ServiceLister
+	// TTL is how long a fetched object is served before it is read again,
+	// the kubelet's cache-based configMap and secret managers' TTL.
+	// Default 1m.
+	TTL time.Duration
+	// Clock is the time source. Default the real clock.
+	Clock clock.PassiveClock
+}
+
+// Cache serves configMaps, secrets and service lists from memory, reading
+// each object from the apiserver at most once per TTL however many pods and
+// syncs ask for it. Failed reads (NotFound included) are not cached, so a
+// pod waiting for an object sees it at its next sync. The objects returned
+// are shared: callers must not modify them. Safe for concurrent use.
+type Cache struct {
+	cfg Config
+	mu  sync.Mutex
+	m   map[key]*entry
+	// pruneAt is the size at which entries unused for a while are dropped.
+	pruneAt int
+}
+
+type kind uint8
+
+const (
+	kindConfigMap kind = iota
+	kindSecret
+	kindServices
+)
+
+type key struct {
+	kind            kind
+	namespace, name string
+}
+
+type entry struct {
+	mu       sync.Mutex // held while fetching, so one read serves concurrent askers
+	obj      any
+	fetched  time.Time
+	lastUsed time.Time
+}
+
+// New returns a Cache for c.
+func New(c Config) *Cache {
+	if c.TTL <= 0 {
+		c.TTL = time.Minute
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	return &Cache{cfg: c, m: map[key]*entry{}, pruneAt: 64}
+}
+
+// GetConfigMap returns the configMap namespace/name.
+func (c *Cache) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	if c.cfg.ConfigMaps == nil {
+		return nil, fmt.Errorf("couldn't get configMap %s/%s: %w", namespace, name, ErrNoSource)
+	}
+	o, err := c.get(ctx, key{kindConfigMap, namespace, name}, func(ctx context.Context) (any, error) {
+		return c.cfg.ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o.(*v1.ConfigMap), nil
+}
+
+// GetSecret returns the secret namespace/name.
+func (c *Cache) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	if c.cfg.Secrets == nil {
+		return nil, fmt.Errorf("couldn't get secret %s/%s: %w", namespace, name, ErrNoSource)
+	}
+	o, err := c.get(ctx, key{kindSecret, namespace, name}, func(ctx context.Context) (any, error) {
+		return c.cfg.Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o.(*v1.Secret), nil
+}
+
+// ListServices returns the services of namespace. Without a Services client
+// it returns none and no error: a node without an apiserver sets no service
+// variables.
+func (c *Cache) ListServices(ctx context.Context, namespace string) ([]*v1.Service, error) {
+	if c.cfg.Services == nil {
+		return nil, nil
+	}
+	o, err := c.get(ctx, key{kindServices, namespace, ""}, func(ctx context.Context) (any, error) {
+		l, err := c.cfg.Services(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*v1.Service, len(l.Items))
+		for i := range l.Items {
+			out[i] = &l.Items[i]
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o.([]*v1.Service), nil
+}
+
+func (c *Cache) get(ctx context.Context, k key, fetch func(context.Context) (any, error)) (any, error) {
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	e, ok := c.m[k]
+	if !ok {
+		e = &entry{}
+		c.m[k] = e
+		c.maybePrune(now)
+	}
+	e.lastUsed = now
+	c.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.obj != nil && now.Sub(e.fetched) < c.cfg.TTL {
+		return e.obj, nil
+	}
+	o, err := fetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.obj, e.fetched = o, c.cfg.Clock.Now()
+	return o, nil
+}
+
+// maybePrune drops entries nobody asked for in ten TTLs once the map has
+// doubled since the last prune, so objects of deleted pods do not pile up.
+// c.mu is held.
+func (c *Cache) maybePrune(now time.Time) {
+	if len(c.m) < c.pruneAt {
+		return
+	}
+	for k, e := range c.m {
+		if now.Sub(e.lastUsed) > 10*c.cfg.TTL {
+			delete(c.m, k)
+		}
+	}
+	c.pruneAt = max(64, 2*len(c.m))
+}

@@ -1,0 +1,29 @@
+// Package objects reads the API objects pods reference — configMaps,
+// secrets, services and service-account tokens — through interfaces that
+// client-go's typed clients satisfy as they are, and caches them so a node
+// does not ask the apiserver for every object at every sync.
+//
+// Where it sits: podenv (container environments) and volume (configMap,
+// secret, projected volumes) read through a Cache and Tokens; the agent's
+// assembler, or any provider, builds them once per node.
+//
+//   - Cache serves configMaps, secrets and service lists, reading each at
+//     most once per TTL (default 1m, the kubelet's cache-based managers'
+//     default); failures, NotFound included, are not cached.
+//   - Tokens is the kubelet's token manager: TokenRequest, refresh at 80 %
+//     of the lifetime or after 24 h, the cached token served while valid
+//     when a refresh fails.
+//
+// Usage with client-go:
+//
+//	cache := objects.New(objects.Config{
+//		ConfigMaps: func(ns string) objects.ConfigMapGetter { return cs.CoreV1().ConfigMaps(ns) },
+//		Secrets:    func(ns string) objects.SecretGetter { return cs.CoreV1().Secrets(ns) },
+//		Services:   func(ns string) objects.ServiceLister { return cs.CoreV1().Services(ns) },
+//	})
+//	tokens := objects.NewTokens(objects.TokensConfig{
+//		ServiceAccounts: func(ns string) objects.TokenCreator { return cs.CoreV1().ServiceAccounts(ns) },
+//	})
+//
+// objectstest has an in-memory API for tests.
+package objects
