@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podconfig/apiserver"
@@ -35,6 +36,7 @@ type Agent struct {
 	queue   *podworkers.Queue
 	workers *podworkers.PodWorkers
 	pleg    *pleg.GenericPLEG
+	node    *node.Controller // nil without Config.Node
 	loop    *syncloop.Loop
 	extra   map[string]chan podconfig.PodUpdate
 
@@ -80,10 +82,17 @@ func New(c Config) (*Agent, error) {
 		a.extra[s] = make(chan podconfig.PodUpdate, 16)
 	}
 	var err error
+	nodes := c.Nodes
+	if c.Node != nil {
+		if a.node, err = a.newNode(); err != nil {
+			return nil, err
+		}
+		nodes = a.node // the registered Node, without a request
+	}
 	a.status, err = status.NewManager(status.Config{
 		PodClient:      c.StatusClient,
 		NodeName:       c.NodeName,
-		Nodes:          c.Nodes,
+		Nodes:          nodes,
 		DeletionSafety: (*handler)(a),
 		Clock:          c.Clock,
 		Log:            c.Log.WithName("status"),
@@ -158,6 +167,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return errors.New("agent: Run called twice")
 	}
 	c := a.cfg
+	// stop ends Run early when the apiserver refuses the Node for good.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	// inner outlives ctx while pods are being terminated on exit: the
 	// sources stop with ctx, everything else (the loop requeues failed
 	// terminations) runs on until the pods are down.
@@ -201,6 +213,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	})
 	spawn("pleg", inner, a.pleg.Start)
+	nodeErr := make(chan error, 1)
+	if a.node != nil {
+		spawn("node", inner, func(ctx context.Context) error {
+			err := a.node.Run(ctx)
+			if err != nil {
+				nodeErr <- err
+				stop()
+			}
+			return err
+		})
+	}
 	spawn("status", inner, func(ctx context.Context) error { a.status.Start(ctx); return nil })
 	spawn("podworkers", inner, a.workers.Run)
 
@@ -220,6 +243,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	spawn("syncloop", inner, func(ctx context.Context) error { return a.loop.Run(ctx, podCfg.Updates(), (*handler)(a)) })
 
 	<-ctx.Done()
+	select {
+	case err := <-nodeErr: // pods are left running, as after a crash
+		cancel()
+		return err
+	default:
+	}
 	if c.TerminateOnExit {
 		tctx, tcancel := context.WithTimeout(inner, c.ShutdownTimeout)
 		a.terminateAll(tctx)
@@ -294,6 +323,9 @@ func (a *Agent) checkRuntime(ctx context.Context) {
 		err = fmt.Errorf("runtime status: %w", serr)
 	case !st.Ready():
 		err = fmt.Errorf("runtime not ready: %+v", st.Conditions)
+	}
+	if was := *a.runtimeErr.Load(); a.node != nil && (was == nil) != (err == nil) {
+		a.node.Trigger() // readiness changed: report it now
 	}
 	a.setRuntimeErr(err)
 }

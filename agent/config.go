@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podconfig/apiserver"
 	"github.com/nodekit/nodekit/runtime"
@@ -60,6 +61,13 @@ type Config struct {
 	// Nodes reads the Node for mirror pods' owner references (needed with
 	// NodeRestriction admission). Optional.
 	Nodes status.NodeGetter
+	// Node, when set, registers the node with the apiserver and keeps its
+	// status and Lease (package node); Node.Nodes is required then. The
+	// agent sets its NodeName and, where unset, Runtime, MaxPods (the pods
+	// capacity), Addresses (from NodeIPs), Clock and Log, and adds the
+	// PLEG's health to HealthChecks; the registered Node is then the owner
+	// of mirror pods. nil: no Node is registered.
+	Node *node.Config
 	// NodeIPs are the node's addresses, primary first, reported as host IPs
 	// (and pod IPs of host-network pods); the first one's family is the
 	// primary family of pod IPs. Optional.
@@ -119,6 +127,9 @@ func (c *Config) setDefaults() error {
 		if d < 0 {
 			return fmt.Errorf("negative duration %v: %w", d, ErrInvalidConfig)
 		}
+	}
+	if c.Node != nil && c.Node.Nodes == nil {
+		return fmt.Errorf("Node.Nodes is required with Node: %w", ErrInvalidConfig)
 	}
 	if c.MaxPods < 0 {
 		return fmt.Errorf("negative MaxPods: %w", ErrInvalidConfig)

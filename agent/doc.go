@@ -12,6 +12,11 @@
 // keeps the API statuses and, when a client is configured, syncs them and the
 // mirror pods of static pods to the apiserver.
 //
+// With Config.Node the agent also registers the Node and keeps its status
+// and Lease (package node): MaxPods is the pods capacity, Ready follows the
+// runtime's status and the PLEG's health, and mirror pods are owned by the
+// registered Node.
+//
 // Everything but the node name and the runtime has a default; every part can
 // be replaced through Config. Without an apiserver client the agent runs
 // standalone, as the kubelet does with only static pods.

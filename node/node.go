@@ -26,6 +26,11 @@ const (
 	// statusRetries bounds the conflict retries of one status update, the
 	// kubelet's nodeStatusUpdateRetry.
 	statusRetries = 5
+	// Until the node is first Ready, and for at most fastStatusFor after
+	// registration, the status is computed every fastStatusPeriod so that
+	// it turns Ready as soon as it can: the kubelet's fastStatusUpdateOnce.
+	fastStatusPeriod = 100 * time.Millisecond
+	fastStatusFor    = 2 * time.Minute
 )
 
 // Controller keeps one Node and its Lease in the apiserver. Create it with
@@ -154,6 +159,16 @@ func (c *Controller) current() *v1.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.node
+}
+
+// ready reports whether the last known Node is Ready.
+func (c *Controller) ready() bool {
+	n := c.current()
+	if n == nil {
+		return false
+	}
+	rc := findCondition(n.Status.Conditions, v1.NodeReady)
+	return rc != nil && rc.Status == v1.ConditionTrue
 }
 
 func (c *Controller) setNode(n *v1.Node) {
@@ -291,6 +306,7 @@ func (c *Controller) statusLoop(ctx context.Context) error {
 	t := c.cfg.Clock.NewTimer(0)
 	defer t.Stop()
 	var wait time.Duration
+	fastUntil := c.cfg.Clock.Now().Add(fastStatusFor)
 	for {
 		select {
 		case <-ctx.Done():
@@ -300,6 +316,13 @@ func (c *Controller) statusLoop(ctx context.Context) error {
 			t.Stop()
 		}
 		next := c.cfg.UpdateFrequency
+		if !fastUntil.IsZero() {
+			if c.ready() || !c.cfg.Clock.Now().Before(fastUntil) {
+				fastUntil = time.Time{}
+			} else {
+				next = min(next, fastStatusPeriod)
+			}
+		}
 		if err := c.syncStatus(ctx); err != nil && ctx.Err() == nil {
 			if permanent(err) {
 				return fmt.Errorf("node: updating Node %q: %w", c.cfg.NodeName, err)

@@ -655,3 +655,23 @@ func TestImages(t *testing.T) {
 var _ node.LeaseClient = (*nodetest.LeaseClient)(nil)
 var _ node.NodeClient = (*nodetest.NodeClient)(nil)
 var _ = coordinationv1.Lease{}
+
+func TestNotReadyAtStartTurnsReadyQuickly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := nodetest.New()
+		pleg := &health{err: errors.New("pleg has yet to be successful")}
+		e := start(t, api, func(c *node.Config) {
+			c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: pleg.check}}
+		})
+		ready := cond(e.node(), v1.NodeReady)
+		assert.Equal(t, "PLEG is not healthy: pleg has yet to be successful", ready.Message)
+		advance(time.Second)
+		assert.Equal(t, 0, statusUpdates(api), "no change, nothing sent")
+		pleg.set(nil)
+		advance(100 * time.Millisecond)
+		assert.Equal(t, v1.ConditionTrue, cond(e.node(), v1.NodeReady).Status, "Ready within the fast period, not at the next 10s tick")
+		api.ClearActions()
+		advance(time.Hour + time.Second) // reports every 5m, counted from the Ready update
+		assert.Equal(t, 12, statusUpdates(api), "back to the usual rhythm once Ready")
+	})
+}

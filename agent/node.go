@@ -1,0 +1,47 @@
+package agent
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/node"
+)
+
+// newNode builds the node controller of Config.Node: the agent's node
+// name, runtime, MaxPods (the pods capacity), clock and log, NodeIPs as
+// InternalIPs unless addresses are given, and the PLEG's health among the
+// checks that make the node NotReady.
+func (a *Agent) newNode() (*node.Controller, error) {
+	c := a.cfg
+	nc := *c.Node
+	nc.NodeName = c.NodeName
+	if nc.Runtime == nil {
+		nc.Runtime = c.Runtime
+	}
+	if nc.MaxPods == 0 {
+		nc.MaxPods = c.MaxPods
+	}
+	if len(nc.Addresses) == 0 && len(c.NodeIPs) > 0 {
+		for _, ip := range c.NodeIPs {
+			nc.Addresses = append(nc.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
+		}
+		nc.Addresses = append(nc.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: c.NodeName})
+	}
+	// a.pleg is built after the controller; the check runs only in Run.
+	nc.HealthChecks = append([]node.HealthCheck{{Name: "PLEG", Check: func() (bool, error) { return a.pleg.Healthy() }}}, nc.HealthChecks...)
+	if nc.Clock == nil {
+		nc.Clock = c.Clock
+	}
+	if nc.Log.GetSink() == nil {
+		nc.Log = c.Log.WithName("node")
+	}
+	ctl, err := node.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	return ctl, nil
+}
+
+// Node returns the node controller of Config.Node, or nil without one.
+func (a *Agent) Node() *node.Controller { return a.node }
