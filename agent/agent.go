@@ -18,6 +18,7 @@ import (
 	"github.com/nodekit/nodekit/podconfig/manifesturl"
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/prober"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/syncloop"
@@ -38,6 +39,7 @@ type Agent struct {
 	pleg    *pleg.GenericPLEG
 	node    *node.Controller // nil without Config.Node
 	loop    *syncloop.Loop
+	prober  *prober.Manager
 	extra   map[string]chan podconfig.PodUpdate
 
 	// runtimeErr holds why the last runtime check failed, or a nil error.
@@ -99,6 +101,9 @@ func New(c Config) (*Agent, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("status manager: %w", err)
+	}
+	if a.prober, err = a.newProber(); err != nil {
+		return nil, fmt.Errorf("prober: %w", err)
 	}
 	a.workers, err = podworkers.New(podworkers.Config{
 		Syncer:         (*syncer)(a),
@@ -226,6 +231,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	spawn("status", inner, func(ctx context.Context) error { a.status.Start(ctx); return nil })
 	spawn("podworkers", inner, a.workers.Run)
+	spawn("prober", inner, a.prober.Run)
+	spawn("probe-updates", inner, a.runProbeUpdates)
 
 	a.loop, err = syncloop.New(syncloop.Config{
 		Pods:          a.pods,

@@ -141,6 +141,7 @@ func (h *handler) HandlePodCleanups(ctx context.Context) error {
 		keep[rp.ID] = true
 	}
 	a.status.RemoveOrphanedStatuses(keep)
+	a.prober.CleanupPods(keep)
 	a.backoff.GC()
 	return nil
 }

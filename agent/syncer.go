@@ -24,7 +24,7 @@ func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus, terminal bool) v1.P
 		rs = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	st := status.GeneratePodStatus(pod, rs, old, status.GenerateOptions{
-		Reasons: a.reasons, HostIPs: a.cfg.NodeIPs, PodIsTerminal: terminal,
+		Reasons: a.reasons, HostIPs: a.cfg.NodeIPs, PodIsTerminal: terminal, Probes: a.prober,
 	})
 	a.failPastDeadline(pod, &st)
 	return st
@@ -42,9 +42,14 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 	if err := a.runtimeError(); err != nil {
 		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
 	}
+	a.prober.AddPod(pod)
+	rs, err := a.killUnhealthy(ctx, pod, rs)
+	if err != nil {
+		return false, err
+	}
 	res := a.cfg.Runtime.SyncPod(ctx, pod, rs, nil, a.backoff)
 	a.reasons.Update(pod.UID, res)
-	err := res.Error()
+	err = res.Error()
 	if err == nil {
 		return false, nil
 	}
@@ -73,6 +78,7 @@ func onlyBackOff(res runtime.PodSyncResult) bool {
 // the final status once none runs.
 func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, gracePeriod *int64, fn func(*v1.PodStatus)) error {
 	a := (*Agent)(s)
+	a.prober.StopLivenessAndStartup(pod) // nothing is restarted any more
 	st := a.generate(pod, rs, false)
 	if fn != nil {
 		fn(&st)
@@ -114,6 +120,7 @@ func (s *syncer) SyncTerminatedPod(_ context.Context, pod *v1.Pod, rs *runtime.P
 	a.status.SetPodStatus(pod, a.generate(pod, rs, true))
 	a.status.TerminatePod(pod)
 	a.reasons.Remove(pod.UID)
+	a.prober.RemovePod(pod.UID)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/utils/net"
 
 	"github.com/nodekit/nodekit/podutil"
@@ -44,6 +45,19 @@ type GenerateOptions struct {
 	// containers will not be restarted whatever the restart policy, so a pod
 	// whose containers have all stopped is Succeeded or Failed.
 	PodIsTerminal bool
+	// Probes gives the prober's verdicts for containers with a startup or
+	// readiness probe, as the kubelet's prober manager does when it
+	// generates a status. nil: the verdicts are carried over from old.
+	Probes ProbeResults
+}
+
+// ProbeResults are a prober's verdicts on container instances, by the API's
+// ContainerID; prober.Manager satisfies it.
+type ProbeResults interface {
+	// Started reports whether the instance passed its startup probe.
+	Started(podUID types.UID, name, containerID string) bool
+	// Ready reports whether the instance passed its readiness probe.
+	Ready(podUID types.UID, name, containerID string) bool
 }
 
 // GeneratePodStatus computes the API status of pod from the runtime's status
@@ -55,8 +69,9 @@ type GenerateOptions struct {
 //
 // old is the previous status of the pod, normally the status manager's
 // (Manager.GetPodStatus); nil means pod.Status. A container with a
-// readiness or startup probe keeps the Ready or Started that old has for the
-// same container ID (the prober sets them through the Manager); one without
+// readiness or startup probe is ready or started as opts.Probes says, or
+// without Probes keeps the Ready or Started that old has for the same
+// container ID (the prober sets them through the Manager); one without
 // is ready and started while running. Transition times of conditions are
 // left for the Manager to set. The result may share memory with old.
 func GeneratePodStatus(pod *v1.Pod, rs *runtime.PodStatus, old *v1.PodStatus, opts GenerateOptions) v1.PodStatus {
@@ -84,7 +99,7 @@ func GeneratePodStatus(pod *v1.Pod, rs *runtime.PodStatus, old *v1.PodStatus, op
 		s.QOSClass = podQOS(&pod.Spec)
 	}
 
-	g := generator{pod: pod, rs: rs, reasons: opts.Reasons, hasInit: len(pod.Spec.InitContainers) > 0}
+	g := generator{pod: pod, rs: rs, reasons: opts.Reasons, probes: opts.Probes, hasInit: len(pod.Spec.InitContainers) > 0}
 	s.InitContainerStatuses = g.containerStatuses(old.InitContainerStatuses, pod.Spec.InitContainers, kindInit)
 	s.ContainerStatuses = g.containerStatuses(old.ContainerStatuses, pod.Spec.Containers, kindRegular)
 	if n := len(pod.Spec.EphemeralContainers); n > 0 {
@@ -210,6 +225,7 @@ type generator struct {
 	pod     *v1.Pod
 	rs      *runtime.PodStatus
 	reasons *ReasonCache
+	probes  ProbeResults
 	hasInit bool
 }
 
@@ -306,7 +322,7 @@ func (g *generator) containerStatuses(prev []v1.ContainerStatus, containers []v1
 
 	if kind != kindEphemeral {
 		for i := range containers {
-			setProbeResults(&containers[i], &out[i], findContainerStatus(prev, containers[i].Name), kind, &started[i])
+			g.setProbeResults(&containers[i], &out[i], findContainerStatus(prev, containers[i].Name), kind, &started[i])
 		}
 	}
 	if kind == kindRegular {
@@ -318,16 +334,30 @@ func (g *generator) containerStatuses(prev []v1.ContainerStatus, containers []v1
 // setProbeResults sets Started and Ready as the kubelet's prober does. A
 // probe's verdict is carried over from the old status of the same container
 // instance; without the probe, running means started and ready.
-func setProbeResults(c *v1.Container, st, old *v1.ContainerStatus, kind containerKind, started *bool) {
+func (g *generator) setProbeResults(c *v1.Container, st, old *v1.ContainerStatus, kind containerKind, started *bool) {
 	sameInstance := old != nil && old.ContainerID != "" && old.ContainerID == st.ContainerID
 	running := st.State.Running != nil
-	*started = running && (c.StartupProbe == nil || (sameInstance && old.Started != nil && *old.Started))
+	switch {
+	case !running || c.StartupProbe == nil:
+		*started = running
+	case g.probes != nil:
+		*started = g.probes.Started(g.pod.UID, c.Name, st.ContainerID)
+	default:
+		*started = sameInstance && old.Started != nil && *old.Started
+	}
 	st.Started = started
 	if kind == kindInit && !isRestartableInit(c) {
 		st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
 		return
 	}
-	st.Ready = *started && (c.ReadinessProbe == nil || (sameInstance && old.Ready))
+	switch {
+	case !*started || c.ReadinessProbe == nil:
+		st.Ready = *started
+	case g.probes != nil:
+		st.Ready = g.probes.Ready(g.pod.UID, c.Name, st.ContainerID)
+	default:
+		st.Ready = sameInstance && old.Ready
+	}
 }
 
 // convertContainerStatus converts one container instance.

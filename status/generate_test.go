@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -643,6 +645,52 @@ func TestGeneratePodIPsAsTheKubeletSortsThem(t *testing.T) {
 			st := GeneratePodStatus(pod, rs, nil, GenerateOptions{HostIPs: tc.nodeIPs})
 			assert.Equal(t, tc.podIP, st.PodIP)
 			assert.Equal(t, tc.podIPs, st.PodIPs)
+		})
+	}
+}
+
+// probeVerdicts is a ProbeResults from maps by container ID.
+type probeVerdicts struct{ started, ready map[string]bool }
+
+func (p probeVerdicts) Started(_ types.UID, _, id string) bool { return p.started[id] }
+func (p probeVerdicts) Ready(_ types.UID, _, id string) bool   { return p.ready[id] }
+
+func TestGenerateProbeResults(t *testing.T) {
+	rs := &runtime.PodStatus{
+		SandboxStatuses:   []*runtime.SandboxStatus{readySandbox()},
+		ContainerStatuses: []*runtime.ContainerStatus{rcs("a", "a1", runtime.ContainerStateRunning, gt0, 0, 0)},
+	}
+	stale := &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "a", ContainerID: "cri://a1", Ready: true, Started: ptr.To(true)}}}
+	cases := []struct {
+		name           string
+		startup, ready bool
+		probes         probeVerdicts
+		wantStarted    bool
+		wantReady      bool
+	}{
+		{name: "ready as the prober says", ready: true, probes: probeVerdicts{ready: map[string]bool{"cri://a1": true}},
+			wantStarted: true, wantReady: true},
+		{name: "not ready while the prober says no, whatever old says", ready: true, wantStarted: true},
+		{name: "not started and not ready before the startup probe passes", startup: true, ready: true,
+			probes: probeVerdicts{ready: map[string]bool{"cri://a1": true}}},
+		{name: "started once the startup probe passed", startup: true,
+			probes: probeVerdicts{started: map[string]bool{"cri://a1": true}}, wantStarted: true, wantReady: true},
+		{name: "without probes running means started and ready", wantStarted: true, wantReady: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := genPod(v1.RestartPolicyAlways, "a")
+			if tc.startup {
+				pod.Spec.Containers[0].StartupProbe = &v1.Probe{}
+			}
+			if tc.ready {
+				pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{}
+			}
+			st := GeneratePodStatus(pod, rs, stale, GenerateOptions{Probes: tc.probes})
+			cs := st.ContainerStatuses[0]
+			assert.Equal(t, tc.wantStarted, *cs.Started)
+			assert.Equal(t, tc.wantReady, cs.Ready)
+			assert.Equal(t, tc.wantReady, condMap(st)[v1.ContainersReady] == v1.ConditionTrue)
 		})
 	}
 }

@@ -1,0 +1,254 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podconfig/podconfigtest"
+	"github.com/nodekit/nodekit/runtime/fake"
+)
+
+func execProbe(period int32, cmd ...string) *v1.Probe {
+	return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: cmd}},
+		PeriodSeconds: period, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}
+}
+
+func condition(p *v1.Pod, t v1.PodConditionType) v1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func events(rec *podconfigtest.Recorder, reason string) []string {
+	var out []string
+	for _, e := range rec.Events() {
+		if e.Reason == reason {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+// settle lets d pass in the bubble and waits for every goroutine.
+func settle(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+func TestPodIsReadyOnlyAfterItsReadinessProbePasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, rt, rec := bubbleAgent(t, nil)
+		rt.SetExecResult("app", []string{"cat", "/ready"}, fake.ExecResult{ExitCode: 1})
+		pod := newPod("ready", v1.RestartPolicyAlways, "app")
+		pod.Spec.Containers[0].ReadinessProbe = execProbe(1, "cat", "/ready")
+		pod.Spec.Containers[0].ReadinessProbe.FailureThreshold = 2
+		a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+
+		settle(5 * time.Second)
+		p := podOf(a, pod)
+		require.Equal(t, v1.PodRunning, p.Status.Phase)
+		assert.False(t, p.Status.ContainerStatuses[0].Ready)
+		assert.Equal(t, v1.ConditionFalse, condition(p, v1.ContainersReady))
+		assert.Equal(t, v1.ConditionFalse, condition(p, v1.PodReady))
+		assert.Contains(t, events(rec, "Unhealthy"), "Readiness probe failed: ")
+
+		rt.SetExecResult("app", []string{"cat", "/ready"}, fake.ExecResult{})
+		settle(1500 * time.Millisecond)
+		p = podOf(a, pod)
+		assert.True(t, p.Status.ContainerStatuses[0].Ready)
+		assert.Equal(t, v1.ConditionTrue, condition(p, v1.ContainersReady))
+		assert.Equal(t, v1.ConditionTrue, condition(p, v1.PodReady))
+
+		// One failure is below the threshold of 2; two make it unready.
+		rt.SetExecResult("app", []string{"cat", "/ready"}, fake.ExecResult{ExitCode: 1})
+		settle(1 * time.Second)
+		assert.Equal(t, v1.ConditionTrue, condition(podOf(a, pod), v1.PodReady))
+		settle(1500 * time.Millisecond)
+		assert.Equal(t, v1.ConditionFalse, condition(podOf(a, pod), v1.PodReady))
+		assert.Equal(t, 0, int(podOf(a, pod).Status.ContainerStatuses[0].RestartCount), "readiness never restarts")
+	})
+}
+
+func TestReadinessGatesHoldReadyAfterProbesPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, _, _ := bubbleAgent(t, nil)
+		pod := newPod("gated", v1.RestartPolicyAlways, "app")
+		pod.Spec.Containers[0].ReadinessProbe = execProbe(1, "true")
+		pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}}
+		a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+		settle(5 * time.Second)
+		p := podOf(a, pod)
+		assert.Equal(t, v1.ConditionTrue, condition(p, v1.ContainersReady))
+		assert.Equal(t, v1.ConditionFalse, condition(p, v1.PodReady))
+	})
+}
+
+func TestFailingLivenessProbeRestartsTheContainerWithBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, rt, rec := bubbleAgent(t, nil)
+		rt.SetExecResult("app", nil, fake.ExecResult{ExitCode: 1, Stdout: "sick"})
+		pod := newPod("live", v1.RestartPolicyAlways, "app")
+		pod.Spec.Containers[0].LivenessProbe = execProbe(1, "check")
+		pod.Spec.Containers[0].LivenessProbe.TerminationGracePeriodSeconds = ptr.To[int64](7)
+		a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+
+		restarts := func() int32 {
+			p := podOf(a, pod)
+			if p == nil || len(p.Status.ContainerStatuses) == 0 {
+				return 0
+			}
+			return p.Status.ContainerStatuses[0].RestartCount
+		}
+		settle(5 * time.Second)
+		require.GreaterOrEqual(t, restarts(), int32(1))
+		kills := rt.Kills()
+		require.NotEmpty(t, kills)
+		assert.Equal(t, int64(7), kills[0].GracePeriod, "the probe's terminationGracePeriodSeconds")
+		assert.Contains(t, events(rec, "Killing"), "Container app failed liveness probe, will be restarted")
+		assert.Contains(t, events(rec, "Unhealthy"), "Liveness probe failed: sick")
+
+		// The restarts slow down: back-off from 10s doubling.
+		settle(2 * time.Minute)
+		n := restarts()
+		assert.GreaterOrEqual(t, n, int32(3))
+		assert.LessOrEqual(t, n, int32(8), "restarts not backed off")
+		assert.Equal(t, v1.PodRunning, podOf(a, pod).Status.Phase)
+	})
+}
+
+func TestLivenessFailureWithRestartPolicyNeverEndsThePod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, rt, rec := bubbleAgent(t, nil)
+		rt.SetExecResult("app", nil, fake.ExecResult{ExitCode: 1})
+		rt.SetContainerBehavior("app", fake.Behavior{TermExitCode: 143}) // dies of the TERM
+		pod := newPod("never", v1.RestartPolicyNever, "app")
+		pod.Spec.Containers[0].LivenessProbe = execProbe(1, "check")
+		a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+		settle(10 * time.Second)
+		assert.Contains(t, events(rec, "Killing"), "Container app failed liveness probe")
+		assert.Equal(t, v1.PodFailed, podOf(a, pod).Status.Phase)
+		assert.Zero(t, podOf(a, pod).Status.ContainerStatuses[0].RestartCount)
+	})
+}
+
+func TestStartupProbeGatesStartedAndReadiness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, rt, _ := bubbleAgent(t, nil)
+		rt.SetExecResult("app", []string{"started"}, fake.ExecResult{ExitCode: 1})
+		pod := newPod("startup", v1.RestartPolicyAlways, "app")
+		pod.Spec.Containers[0].StartupProbe = execProbe(1, "started")
+		pod.Spec.Containers[0].StartupProbe.FailureThreshold = 30
+		pod.Spec.Containers[0].ReadinessProbe = execProbe(1, "ready")
+		a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+		settle(5 * time.Second)
+		cs := podOf(a, pod).Status.ContainerStatuses[0]
+		require.NotNil(t, cs.State.Running)
+		assert.False(t, *cs.Started)
+		assert.False(t, cs.Ready)
+
+		rt.SetExecResult("app", []string{"started"}, fake.ExecResult{})
+		settle(3 * time.Second)
+		cs = podOf(a, pod).Status.ContainerStatuses[0]
+		assert.True(t, *cs.Started)
+		assert.True(t, cs.Ready)
+		assert.Zero(t, cs.RestartCount)
+	})
+}
+
+func TestFailedStartupProbeRestartsTheContainer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, rt, rec := bubbleAgent(t, nil)
+		rt.SetExecResult("app", nil, fake.ExecResult{ExitCode: 1})
+		pod := newPod("nostart", v1.RestartPolicyAlways, "app")
+		pod.Spec.Containers[0].StartupProbe = execProbe(1, "started")
+		pod.Spec.Containers[0].StartupProbe.FailureThreshold = 3
+		a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+		settle(8 * time.Second)
+		assert.Contains(t, events(rec, "Killing"), "Container app failed startup probe, will be restarted")
+		assert.GreaterOrEqual(t, podOf(a, pod).Status.ContainerStatuses[0].RestartCount, int32(1))
+	})
+}
+
+func TestSidecarsAreProbedAndRestarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, rt, rec := bubbleAgent(t, nil)
+		rt.SetExecResult("side", []string{"live"}, fake.ExecResult{ExitCode: 1})
+		pod := newPod("sidecar", v1.RestartPolicyAlways, "app")
+		pod.Spec.InitContainers = []v1.Container{{Name: "side", Image: "img-side", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways),
+			ReadinessProbe: execProbe(1, "ready"), LivenessProbe: execProbe(1, "live")}}
+		a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+		settle(8 * time.Second)
+		assert.Contains(t, events(rec, "Killing"), "Init container side failed liveness probe")
+		p := podOf(a, pod)
+		require.Len(t, p.Status.InitContainerStatuses, 1)
+		assert.GreaterOrEqual(t, p.Status.InitContainerStatuses[0].RestartCount, int32(1))
+	})
+}
+
+func TestBadProbeLeavesThePodRunningAndUnready(t *testing.T) {
+	cases := []struct {
+		name  string
+		probe *v1.Probe
+		want  string
+	}{
+		{"no handler", &v1.Probe{PeriodSeconds: 1}, "no handler"},
+		{"two handlers", &v1.Probe{PeriodSeconds: 1, ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"x"}},
+			GRPC: &v1.GRPCAction{Port: 9}}}, "2 handlers (exec, grpc)"},
+		{"negative period", &v1.Probe{PeriodSeconds: -5, ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"x"}}}},
+			"periodSeconds is negative (-5)"},
+		{"named port that does not exist", &v1.Probe{PeriodSeconds: 1, ProbeHandler: v1.ProbeHandler{
+			HTTPGet: &v1.HTTPGetAction{Port: intstrFromString("metrics")}}}, `port "metrics" not found in container "app"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a, _, rec := bubbleAgent(t, nil)
+				pod := newPod("bad", v1.RestartPolicyAlways, "app")
+				pod.Spec.Containers[0].ReadinessProbe = tc.probe
+				pod.Spec.Containers[0].LivenessProbe = tc.probe
+				a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+				settle(30 * time.Second)
+				p := podOf(a, pod)
+				require.Equal(t, v1.PodRunning, p.Status.Phase)
+				assert.False(t, p.Status.ContainerStatuses[0].Ready)
+				assert.Zero(t, p.Status.ContainerStatuses[0].RestartCount, "a probe that cannot run restarts nothing")
+				found := false
+				for _, m := range events(rec, "Unhealthy") {
+					if strings.HasPrefix(m, "Readiness probe errored and resulted in unknown state: ") && strings.Contains(m, tc.want) {
+						found = true
+					}
+				}
+				assert.True(t, found, "no Unhealthy event with %q in %v", tc.want, events(rec, "Unhealthy"))
+			})
+		})
+	}
+}
+
+func TestDeletedPodStopsItsProbeWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, _, _ := bubbleAgent(t, nil)
+		pod := newPod("gone", v1.RestartPolicyAlways, "app")
+		pod.Spec.Containers[0].ReadinessProbe = execProbe(1, "ready")
+		pod.Spec.Containers[0].LivenessProbe = execProbe(1, "live")
+		a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+		settle(3 * time.Second)
+		require.Equal(t, 2, a.Prober().Workers())
+		a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET}
+		settle(10 * time.Second)
+		assert.Zero(t, a.Prober().Workers())
+	})
+}
+
+func intstrFromString(s string) intstr.IntOrString { return intstr.FromString(s) }
