@@ -41,6 +41,7 @@ type Agent struct {
 	loop    *syncloop.Loop
 	prober  *prober.Manager
 	extra   map[string]chan podconfig.PodUpdate
+	metrics *agentMetrics // nil: none
 
 	// runtimeErr holds why the last runtime check failed, or a nil error.
 	runtimeErr atomic.Pointer[error]
@@ -113,6 +114,7 @@ func New(c Config) (*Agent, error) {
 		BackOff:        c.SyncErrorBackOff,
 		Clock:          c.Clock,
 		Log:            c.Log.WithName("podworkers"),
+		Registerer:     c.Registerer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pod workers: %w", err)
@@ -127,9 +129,13 @@ func New(c Config) (*Agent, error) {
 		EventChannelCapacity: max(1000, 4*c.MaxPods),
 		Clock:                c.Clock,
 		Log:                  c.Log.WithName("pleg"),
+		Registerer:           c.Registerer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pleg: %w", err)
+	}
+	if a.metrics, err = newAgentMetrics(c.Registerer); err != nil {
+		return nil, err
 	}
 	a.setRuntimeErr(errors.New("runtime status not checked yet"))
 	return a, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/podconfig"
@@ -53,6 +54,9 @@ func BenchmarkPipeline(b *testing.B) {
 	variants := []struct {
 		name string
 		make func(b *testing.B) pipelineRuntime
+		// metrics registers the agent's metrics: the cost of
+		// instrumentation is the difference to the variant without
+		metrics bool
 	}{
 		{"fake", func(b *testing.B) pipelineRuntime {
 			rt, err := fake.New(fake.Config{Images: []string{benchImage}})
@@ -60,7 +64,14 @@ func BenchmarkPipeline(b *testing.B) {
 				b.Fatal(err)
 			}
 			return pipelineRuntime{rt: rt, calls: func() int { return fakeCalls(rt) }, close: func() {}}
-		}},
+		}, false},
+		{"fake+metrics", func(b *testing.B) pipelineRuntime {
+			rt, err := fake.New(fake.Config{Images: []string{benchImage}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return pipelineRuntime{rt: rt, calls: func() int { return fakeCalls(rt) }, close: func() {}}
+		}, true},
 		{"cri", func(b *testing.B) pipelineRuntime {
 			srv, err := fakecri.NewServer(fakecri.Config{})
 			if err != nil {
@@ -79,7 +90,7 @@ func BenchmarkPipeline(b *testing.B) {
 				m.Close()
 				srv.Close()
 			}}
-		}},
+		}, false},
 	}
 	for _, v := range variants {
 		b.Run(fmt.Sprintf("%s/pods=%d", v.name, n), func(b *testing.B) {
@@ -96,7 +107,11 @@ func BenchmarkPipeline(b *testing.B) {
 				var before, after goruntime.MemStats
 				goruntime.ReadMemStats(&before)
 				prt := v.make(b)
-				a, err := New(benchConfig(prt.rt, n))
+				cfg := benchConfig(prt.rt, n)
+				if v.metrics {
+					cfg.Registerer = prometheus.NewRegistry()
+				}
+				a, err := New(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/node"
@@ -113,6 +114,16 @@ type Config struct {
 	Clock Clock
 	// Log receives the agent's logs. Default logr.Discard().
 	Log logr.Logger
+	// Registerer, if set, receives the kubelet's metrics of the agent's
+	// parts: the PLEG's (kubelet_pleg_*, kubelet_running_pods,
+	// kubelet_running_containers), the pod workers'
+	// (kubelet_pod_worker_duration_seconds, kubelet_restarted_pods_total)
+	// and the agent's own (kubelet_started_pods_total,
+	// kubelet_started_containers_total, their _errors_total,
+	// kubelet_pod_start_duration_seconds,
+	// kubelet_pod_start_sli_duration_seconds). Runtime operations are the
+	// runtime's to measure (cri.MetricsDialOptions). nil: no metrics.
+	Registerer prometheus.Registerer
 }
 
 func (c *Config) setDefaults() error {

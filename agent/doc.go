@@ -35,4 +35,8 @@
 //
 // Pods returns what the agent runs with the statuses it generated, for a
 // live view or a test's assertions.
+//
+// Config.Registerer turns on the kubelet's metrics of the PLEG, the pod
+// workers and the agent itself (pods and containers started, pod start
+// durations) under the kubelet's names; nothing is registered without it.
 package agent

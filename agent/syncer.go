@@ -35,6 +35,10 @@ func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus, terminal bool) v1.P
 func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v1.Pod, rs *runtime.PodStatus) (bool, error) {
 	a := (*Agent)(s)
 	st := a.generate(pod, rs, false)
+	if a.metrics != nil {
+		old, _ := a.status.SharedPodStatus(pod.UID)
+		a.metrics.statusChanged(pod, old, &st, a.cfg.Clock.Now())
+	}
 	a.status.SetPodStatus(pod, st)
 	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
 		return true, nil
@@ -48,6 +52,9 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 		return false, err
 	}
 	res := a.cfg.Runtime.SyncPod(ctx, pod, rs, nil, a.backoff)
+	if a.metrics != nil {
+		a.metrics.syncResult(pod, &res)
+	}
 	a.reasons.Update(pod.UID, res)
 	err = res.Error()
 	if err == nil {
