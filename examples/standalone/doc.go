@@ -17,8 +17,11 @@
 // The in-memory runtime runs no commands. Its containers run until stopped;
 // init containers exit 0 after a second; a pod's annotation
 // fake.nodekit.io/exit: "name=duration[:code],..." makes the named
-// containers exit that long after they start. -cri ignores the annotation:
-// the real commands run.
+// containers exit that long after they start, and fake.nodekit.io/exec-fail
+// (same format, code default 1) makes commands run in the named containers,
+// such as exec probes, fail once the container has run that long (see
+// manifests/probes.yaml); other commands succeed. -cri ignores the
+// annotations: the real commands run.
 //
 // Run `go run ./examples/standalone -h` for every flag.
 package main

@@ -67,21 +67,28 @@ type scripted struct {
 	*fake.Runtime
 	clock clock.PassiveClock
 
-	mu    sync.Mutex
-	exits map[types.UID]map[string]exit
+	mu        sync.Mutex
+	exits     map[types.UID]map[string]exit
+	execFails map[types.UID]map[string]exit
 }
 
 func newScripted(rt *fake.Runtime, clk clock.PassiveClock) *scripted {
-	return &scripted{Runtime: rt, clock: clk, exits: map[types.UID]map[string]exit{}}
+	return &scripted{Runtime: rt, clock: clk, exits: map[types.UID]map[string]exit{}, execFails: map[types.UID]map[string]exit{}}
 }
 
 // SyncPod learns the pod's exits, then syncs it. A bad annotation fails the
 // pod's containers with CreateContainerConfigError and starts nothing.
 func (s *scripted) SyncPod(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, secrets []v1.Secret, backoff *runtime.Backoff) runtime.PodSyncResult {
 	exits, err := parseExits(pod.Annotations[exitAnnotation])
+	annotation := exitAnnotation
+	var fails map[string]exit
+	if err == nil {
+		annotation = execFailAnnotation
+		fails, err = parseExits(pod.Annotations[execFailAnnotation])
+	}
 	if err != nil {
 		var res runtime.PodSyncResult
-		msg := fmt.Sprintf("annotation %s: %v", exitAnnotation, err)
+		msg := fmt.Sprintf("annotation %s: %v", annotation, err)
 		for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 			for _, c := range cs {
 				res.NewStep(runtime.StartContainer, c.Name).Fail(runtime.ErrCreateContainerConfig, msg)
@@ -89,6 +96,7 @@ func (s *scripted) SyncPod(ctx context.Context, pod *v1.Pod, st *runtime.PodStat
 		}
 		return res
 	}
+	s.learnExecFails(pod.UID, fails)
 	for _, c := range pod.Spec.InitContainers {
 		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 		if _, ok := exits[c.Name]; !ok && !sidecar {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -252,5 +253,27 @@ func TestManifestURLHeaderIsRepeatable(t *testing.T) {
 	}
 	if got := o.header["B"]; len(got) != 1 || got[0] != "2" {
 		t.Errorf("header B = %v, want [2]", got)
+	}
+}
+
+// TestProbesManifestOnTheInMemoryRuntime runs the shipped probes.yaml: the
+// container turns ready after its readiness probe's initial delay, unready
+// when its (scripted) health check starts failing, and the failed liveness
+// probe restarts it.
+func TestProbesManifestOnTheInMemoryRuntime(t *testing.T) {
+	s := start(t, "-pod-manifest-path", "manifests/probes.yaml", "-node-name", "test-node")
+	s.waitFrame(t, "the probed container not ready at first", func(f string) bool {
+		return matches(f, []want{{"probed-test-node", "app", "Running", "running; not ready"}})
+	})
+	s.waitFrame(t, "the probed container ready", func(f string) bool {
+		return matches(f, []want{{"probed-test-node", "app", "Running", "running; ready"}})
+	})
+	s.waitFrame(t, "the container restarted after failing its liveness probe", func(f string) bool {
+		_, _, restarts, ok := row(f, "probed-test-node", "app")
+		n, _ := strconv.Atoi(restarts)
+		return ok && n >= 1
+	})
+	if err := s.stop(t); err != nil {
+		t.Fatalf("run: %v", err)
 	}
 }

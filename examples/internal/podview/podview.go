@@ -102,7 +102,8 @@ func (v *View) Update() bool {
 
 // Render writes pods as a table sorted by namespace and name, a line per
 // container (init containers first, marked "init:"); the pod and its phase
-// are repeated on each line so that the output greps well.
+// are repeated on each line so that the output greps well. A running
+// container with a readiness probe shows "; ready" or "; not ready".
 func Render(w io.Writer, pods []*v1.Pod) {
 	sorted := append([]*v1.Pod(nil), pods...)
 	sort.Slice(sorted, func(i, j int) bool {
@@ -127,7 +128,15 @@ func Render(w io.Writer, pods []*v1.Pod) {
 		n := 0
 		row := func(prefix string, cs []v1.ContainerStatus) {
 			for _, c := range cs {
-				fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%d\n", name, phase, prefix, c.Name, State(c), c.RestartCount)
+				st := State(c)
+				if c.State.Running != nil && hasReadinessProbe(p, c.Name) {
+					if c.Ready {
+						st += "; ready"
+					} else {
+						st += "; not ready"
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s%s\t%s\t%d\n", name, phase, prefix, c.Name, st, c.RestartCount)
 				n++
 			}
 		}
@@ -142,6 +151,20 @@ func Render(w io.Writer, pods []*v1.Pod) {
 		}
 	}
 	_ = tw.Flush()
+}
+
+// hasReadinessProbe reports whether the pod's container (or sidecar) name
+// has a readiness probe; only those show readiness, the rest are ready
+// while running.
+func hasReadinessProbe(p *v1.Pod, name string) bool {
+	for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return cs[i].ReadinessProbe != nil
+			}
+		}
+	}
+	return false
 }
 
 // State describes a container's state in a few words: "running", "waiting

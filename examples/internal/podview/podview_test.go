@@ -182,3 +182,19 @@ func TestFollowPrintsALastFrameAfterRunReturns(t *testing.T) {
 		t.Fatalf("no frame after run returned:\n%s", out.String())
 	}
 }
+
+func TestRenderShowsReadinessOfProbedContainers(t *testing.T) {
+	p := pod("web", v1.PodRunning, running("probed"), running("plain"))
+	p.Spec.Containers = []v1.Container{{Name: "probed", ReadinessProbe: &v1.Probe{}}, {Name: "plain"}}
+	var out bytes.Buffer
+	podview.Render(&out, []*v1.Pod{p})
+	if !strings.Contains(out.String(), "running; not ready") || strings.Count(out.String(), "ready") != 1 {
+		t.Fatalf("unready probed container not shown as such, or a plain one shown:\n%s", out.String())
+	}
+	p.Status.ContainerStatuses[0].Ready = true
+	out.Reset()
+	podview.Render(&out, []*v1.Pod{p})
+	if !strings.Contains(out.String(), "running; ready") {
+		t.Fatalf("ready container not shown:\n%s", out.String())
+	}
+}
