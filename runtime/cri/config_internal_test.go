@@ -80,28 +80,33 @@ func TestVolumes(t *testing.T) {
 			{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 			{Name: "ram", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
 			{Name: "cm", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}},
+			{Name: "nfs", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{}}},
 		}},
 	}
 	mount := func(vm ...v1.VolumeMount) *v1.Container {
 		return &v1.Container{Name: "c", VolumeMounts: vm, TerminationMessagePath: "/dev/termination-log"}
 	}
-	t.Run("hostPath, emptyDir with subPath, and the termination file", func(t *testing.T) {
+	t.Run("hostPath, emptyDir with subPath, memory emptyDir, configMap (read-only) and the termination file", func(t *testing.T) {
 		got, prep, err := m.mounts(pod, mount(
 			v1.VolumeMount{Name: "host", MountPath: "/h", ReadOnly: true},
 			v1.VolumeMount{Name: "cache", MountPath: "/c", SubPath: "sub"},
+			v1.VolumeMount{Name: "ram", MountPath: "/r"},
+			v1.VolumeMount{Name: "cm", MountPath: "/m"},
 		))
 		require.NoError(t, err)
-		require.Len(t, got, 3)
+		require.Len(t, got, 5)
+		require.Equal(t, &runtimeapi.Mount{ContainerPath: "/r", HostPath: "/pods/u/volumes/kubernetes.io~empty-dir/ram"}, got[2])
+		require.Equal(t, &runtimeapi.Mount{ContainerPath: "/m", HostPath: "/pods/u/volumes/kubernetes.io~configmap/cm", Readonly: true}, got[3])
+		got = append(got[:2], got[4])
 		require.Equal(t, &runtimeapi.Mount{ContainerPath: "/h", HostPath: "/srv", Readonly: true}, got[0])
 		require.Equal(t, &runtimeapi.Mount{ContainerPath: "/c", HostPath: "/pods/u/volumes/kubernetes.io~empty-dir/cache/sub"}, got[1])
 		require.Equal(t, "/dev/termination-log", got[2].ContainerPath)
 		require.Regexp(t, `^/pods/u/containers/c/[0-9a-f]{16}$`, got[2].HostPath)
-		require.Equal(t, []string{"/pods/u/volumes/kubernetes.io~empty-dir/cache", "/pods/u/volumes/kubernetes.io~empty-dir/cache/sub"}, prep.dirs)
+		require.Equal(t, []string{"/pods/u/volumes/kubernetes.io~empty-dir/cache/sub"}, prep.dirs, "the volume itself is the VolumeManager's")
 		require.Equal(t, []string{got[2].HostPath}, prep.files)
 	})
 	for name, vm := range map[string]v1.VolumeMount{
-		"memory emptyDir is refused":       {Name: "ram", MountPath: "/r"},
-		"configMap is refused":             {Name: "cm", MountPath: "/m"},
+		"nfs is refused":                   {Name: "nfs", MountPath: "/n"},
 		"undeclared volume is refused":     {Name: "nope", MountPath: "/n"},
 		"subPath leaving the volume fails": {Name: "cache", MountPath: "/c", SubPath: "../../etc"},
 		"absolute subPath fails":           {Name: "cache", MountPath: "/c", SubPath: "/etc"},

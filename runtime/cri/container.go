@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodekit/nodekit/podenv"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/volume"
 )
 
 // errConfig is a container the manager cannot express as a CRI config.
@@ -80,12 +81,14 @@ type hostPaths struct {
 	files []string
 }
 
-// mounts maps the container's volume mounts (hostPath and emptyDir) and its
-// termination-message file to CRI mounts.
+// mounts maps the container's volume mounts to CRI mounts at the volumes'
+// host paths (set up by the VolumeManager), and adds its termination-message
+// file.
 func (m *Manager) mounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, hostPaths, error) {
 	var out []*runtimeapi.Mount
 	var prep hostPaths
 	podDir := filepath.Join(m.cfg.PodsRoot, string(pod.UID))
+	vols := m.volumeManager()
 	for _, vm := range c.VolumeMounts {
 		var vol *v1.Volume
 		for i := range pod.Spec.Volumes {
@@ -96,18 +99,9 @@ func (m *Manager) mounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, hos
 		if vol == nil {
 			return nil, prep, errConfig("container %q mounts volume %q, which the pod does not declare", c.Name, vm.Name)
 		}
-		var hp string
-		switch {
-		case vol.HostPath != nil:
-			hp = vol.HostPath.Path
-		case vol.EmptyDir != nil:
-			if vol.EmptyDir.Medium != v1.StorageMediumDefault {
-				return nil, prep, errConfig("container %q mounts volume %q: emptyDir medium %q is not supported, only the node's disk", c.Name, vm.Name, vol.EmptyDir.Medium)
-			}
-			hp = filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", vol.Name)
-			prep.dirs = append(prep.dirs, hp)
-		default:
-			return nil, prep, errConfig("container %q mounts volume %q: only hostPath and emptyDir volumes are supported", c.Name, vm.Name)
+		hp, err := vols.HostPath(pod, vol)
+		if err != nil {
+			return nil, prep, errConfig("container %q mounts volume %q: %v", c.Name, vm.Name, err)
 		}
 		if vm.SubPath != "" {
 			if filepath.IsAbs(vm.SubPath) || strings.HasPrefix(filepath.Clean(vm.SubPath), "..") {
@@ -118,7 +112,7 @@ func (m *Manager) mounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, hos
 				prep.dirs = append(prep.dirs, hp)
 			}
 		}
-		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: hp, Readonly: vm.ReadOnly})
+		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: hp, Readonly: vm.ReadOnly || volume.ReadOnly(vol)})
 	}
 	if c.TerminationMessagePath != "" {
 		// A fresh file per instance, as the kubelet's, so a restart does not

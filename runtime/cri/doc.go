@@ -24,9 +24,14 @@
 //     annotations (read back by GetPods and GetPodStatus) and the log layout
 //     <PodLogsRoot>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
 //
-// Volumes are hostPath and emptyDir (on disk, under PodsRoot); the
-// termination-message file is mounted and read back into the status message,
-// with FallbackToLogsOnError.
+// Volumes come from Config.Volumes (the volume package: hostPath, emptyDir
+// on disk or tmpfs, configMap, secret, downwardAPI and projected volumes
+// with service-account tokens, under PodsRoot), set up before anything of
+// the pod starts and refreshed at every sync; a volume that cannot be set up
+// holds the pod's containers back with CreateContainerConfigError and the
+// kubelet's "MountVolume.SetUp failed" message. The termination-message file
+// is mounted and read back into the status message, with
+// FallbackToLogsOnError.
 //
 // Container environments come from Config.Env (podenv's resolver: env,
 // envFrom, fieldRef, resourceFieldRef, configMap and secret keys, service
@@ -34,13 +39,8 @@
 // CreateContainerConfigError with the kubelet's message and the container
 // starts at a later sync once it resolves.
 //
-// Not (yet) covered: other volume types (a CreateContainerConfigError,
-// nothing started), lifecycle hooks, probes, QoS OOM scores and cgroup
+// Not (yet) covered: lifecycle hooks, probes, QoS OOM scores and cgroup
 // parents, removal of single containers' log files.
-//
-// Metrics: MetricsDialOptions(reg), added to Config.DialOptions, keeps the
-// kubelet's kubelet_runtime_operations_* metrics per CRI call, with its
-// operation_type labels.
 //
 // Usage:
 //

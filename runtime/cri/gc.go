@@ -149,6 +149,10 @@ func (m *Manager) removePodDirs(uid types.UID, name, namespace string) error {
 	if plainName(name) && plainName(namespace) {
 		errs = append(errs, os.RemoveAll(filepath.Join(m.cfg.PodLogsRoot, namespace+"_"+name+"_"+string(uid))))
 	}
+	// Unmount before removing; never remove through a mount.
+	if err := m.volumeManager().TearDown(uid); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
 	errs = append(errs, os.RemoveAll(filepath.Join(m.cfg.PodsRoot, string(uid))))
 	return errors.Join(errs...)
 }

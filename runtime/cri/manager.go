@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/volume"
 )
 
 // ErrRuntimeUnavailable is returned by New when the runtime does not answer
@@ -79,6 +80,13 @@ type Config struct {
 	// CreateContainerConfigError; pass a podenv.Resolver over an
 	// objects.Cache for pods from an apiserver.
 	Env EnvResolver
+	// Volumes sets up pods' volumes under PodsRoot. Default: a
+	// volume.Manager without API sources (hostPath and emptyDir work,
+	// configMap, secret and token volumes fail with
+	// CreateContainerConfigError); pass one over an objects.Cache and
+	// objects.Tokens for pods from an apiserver. Its PodsRoot must be
+	// PodsRoot.
+	Volumes VolumeManager
 	// DialOptions are added to the manager's own when dialing, for example
 	// a unary interceptor for metrics or tracing.
 	DialOptions []grpc.DialOption
@@ -210,6 +218,13 @@ func setDefaults(c *Config) error {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
+	}
+	if c.Volumes == nil {
+		v, err := volume.New(volume.Config{PodsRoot: c.PodsRoot, Clock: c.Clock, Log: c.Log})
+		if err != nil {
+			return fmt.Errorf("cri: volumes: %v: %w", err, runtime.ErrInvalidConfig)
+		}
+		c.Volumes = v
 	}
 	if c.Log.GetSink() == nil {
 		c.Log = logr.Discard()

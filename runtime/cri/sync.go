@@ -40,6 +40,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		return res
 	}
 	actions := runtime.ComputePodActions(pod, status)
+	m.setUpVolumes(ctx, pod, &actions, &res)
 	if actions.CreateSandbox {
 		m.forgetKilled(pod.UID) // the pod lives again
 	}

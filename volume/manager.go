@@ -1,0 +1,323 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// ErrUnsupported is wrapped for a volume type the Manager does not set up.
+var ErrUnsupported = errors.New("unsupported volume")
+
+// ErrNoSource is wrapped when a volume needs an API object (or a token) and
+// the Manager has no source for it, as for static pods on a standalone node.
+var ErrNoSource = errors.New("no API source configured")
+
+// ObjectGetter returns the configMaps and secrets pods reference; a missing
+// object is an error for which apierrors.IsNotFound holds. objects.Cache
+// satisfies it.
+type ObjectGetter interface {
+	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+}
+
+// TokenGetter returns service-account tokens; objects.Tokens satisfies it.
+type TokenGetter interface {
+	Token(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
+}
+
+// TokenForgetter is implemented by token getters that cache per pod;
+// TearDown calls it.
+type TokenForgetter interface {
+	Forget(uid types.UID)
+}
+
+// Mounter mounts and unmounts the tmpfs of memory-backed emptyDirs.
+type Mounter interface {
+	// MountTmpfs mounts a tmpfs at dir, of at most sizeBytes (0: the
+	// kernel's default, half the RAM).
+	MountTmpfs(dir string, sizeBytes int64) error
+	// Unmount unmounts dir.
+	Unmount(dir string) error
+	// IsMountPoint reports whether something is mounted at dir.
+	IsMountPoint(dir string) (bool, error)
+}
+
+// EventRecorder records an event about an object. client-go's
+// record.EventRecorder satisfies it as it is.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
+}
+
+// ReasonFailedMount is the event reason for a volume that could not be set
+// up, as the kubelet's.
+const ReasonFailedMount = "FailedMount"
+
+// Config configures a Manager. PodsRoot is required.
+type Config struct {
+	// PodsRoot holds per-pod state (the kubelet's /var/lib/kubelet/pods);
+	// volumes go to <PodsRoot>/<uid>/volumes/kubernetes.io~<kind>/<name>.
+	// It must be the runtime's PodsRoot (runtime/cri's Config.PodsRoot).
+	PodsRoot string
+	// Objects reads configMaps and secrets. nil: such volumes fail with
+	// ErrNoSource.
+	Objects ObjectGetter
+	// Tokens issues service-account tokens for projected volumes. nil:
+	// they fail with ErrNoSource.
+	Tokens TokenGetter
+	// NodeAllocatable stands in for limits a container does not set in
+	// downward API resourceFieldRefs.
+	NodeAllocatable v1.ResourceList
+	// Mounter mounts tmpfs for emptyDir volumes with medium Memory.
+	// Default: mount(2) on Linux, an error elsewhere.
+	Mounter Mounter
+	// Recorder receives FailedMount events. Optional.
+	Recorder EventRecorder
+	// Clock names the atomic writer's timestamped directories. Default the
+	// real clock.
+	Clock clock.PassiveClock
+	// Log defaults to logr.Discard().
+	Log logr.Logger
+}
+
+// Manager sets up pods' volumes on the node and tears them down. It is safe
+// for concurrent use; calls for one pod must not overlap (pod workers
+// serialize them).
+type Manager struct {
+	cfg Config
+	mu  sync.Mutex
+	// written maps a volume directory to the hash of the payload last
+	// written there, so an unchanged payload costs no disk reads.
+	written map[string]uint64
+}
+
+// New returns a Manager for c.
+func New(c Config) (*Manager, error) {
+	if c.PodsRoot == "" {
+		return nil, errors.New("volume: PodsRoot is required")
+	}
+	if c.Mounter == nil {
+		c.Mounter = SystemMounter{}
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Log.GetSink() == nil {
+		c.Log = logr.Discard()
+	}
+	return &Manager{cfg: c, written: map[string]uint64{}}, nil
+}
+
+// Plugin directory names, the kubelet's.
+const (
+	kindEmptyDir    = "kubernetes.io~empty-dir"
+	kindConfigMap   = "kubernetes.io~configmap"
+	kindSecret      = "kubernetes.io~secret"
+	kindDownwardAPI = "kubernetes.io~downward-api"
+	kindProjected   = "kubernetes.io~projected"
+)
+
+func kindOf(v *v1.Volume) string {
+	switch {
+	case v.EmptyDir != nil:
+		return kindEmptyDir
+	case v.ConfigMap != nil:
+		return kindConfigMap
+	case v.Secret != nil:
+		return kindSecret
+	case v.DownwardAPI != nil:
+		return kindDownwardAPI
+	case v.Projected != nil:
+		return kindProjected
+	}
+	return ""
+}
+
+// PodDir is the pod's directory under PodsRoot.
+func (m *Manager) PodDir(uid types.UID) string {
+	return filepath.Join(m.cfg.PodsRoot, string(uid))
+}
+
+// HostPath returns where volume vol of pod is on the host: the hostPath's
+// path, or the volume's directory under the pod's. It does not set it up.
+func (m *Manager) HostPath(pod *v1.Pod, vol *v1.Volume) (string, error) {
+	if vol.HostPath != nil {
+		return vol.HostPath.Path, nil
+	}
+	k := kindOf(vol)
+	if k == "" {
+		return "", fmt.Errorf("volume %q: %w: only hostPath, emptyDir, configMap, secret, downwardAPI and projected volumes are supported", vol.Name, ErrUnsupported)
+	}
+	if !plainName(string(pod.UID)) || !plainName(vol.Name) {
+		return "", fmt.Errorf("volume %q of pod %q: not a plain name", vol.Name, pod.UID)
+	}
+	return filepath.Join(m.PodDir(pod.UID), "volumes", k, vol.Name), nil
+}
+
+// ReadOnly reports whether the volume is mounted read-only whatever the
+// mount asks: the atomically written kinds are, as with the kubelet.
+func ReadOnly(vol *v1.Volume) bool {
+	return vol.ConfigMap != nil || vol.Secret != nil || vol.DownwardAPI != nil || vol.Projected != nil
+}
+
+// SetUp makes every volume of pod ready: hostPath types checked (and
+// created for the ...OrCreate types), emptyDirs created (tmpfs for medium
+// Memory), configMap, secret, downwardAPI and projected contents written
+// with the atomic writer, or rewritten when their sources changed. A volume
+// that fails does not stop the others; the error names each failed volume
+// with the kubelet's "MountVolume.SetUp failed" message, and a FailedMount
+// event is recorded for it. Nothing is written outside the pod's directory
+// (hostPath volumes aside, which are the node's paths by definition).
+func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod) error {
+	var errs []error
+	for i := range pod.Spec.Volumes {
+		vol := &pod.Spec.Volumes[i]
+		if err := m.setUpVolume(ctx, pod, vol); err != nil {
+			msg := fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", vol.Name, err)
+			if m.cfg.Recorder != nil {
+				m.cfg.Recorder.Eventf(pod, v1.EventTypeWarning, ReasonFailedMount, "%s", msg)
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", msg, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) error {
+	if vol.HostPath != nil {
+		return checkHostPath(vol.HostPath)
+	}
+	dir, err := m.HostPath(pod, vol)
+	if err != nil {
+		return err
+	}
+	if vol.EmptyDir != nil {
+		return m.setUpEmptyDir(dir, vol.EmptyDir)
+	}
+	payload, err := m.payload(ctx, pod, vol)
+	if err != nil {
+		return err
+	}
+	h := hashPayload(payload)
+	m.mu.Lock()
+	same := m.written[dir] == h
+	m.mu.Unlock()
+	if same {
+		if _, err := os.Lstat(filepath.Join(dir, dataDirName)); err == nil {
+			return nil
+		}
+	}
+	wrote, err := writeAtomic(dir, payload, m.cfg.Clock.Now())
+	if err != nil {
+		return err
+	}
+	if wrote {
+		m.cfg.Log.V(2).Info("volume written", "pod", pod.Namespace+"/"+pod.Name, "volume", vol.Name, "files", len(payload))
+	}
+	m.mu.Lock()
+	m.written[dir] = h
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *Manager) setUpEmptyDir(dir string, ed *v1.EmptyDirVolumeSource) error {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return err
+	}
+	switch ed.Medium {
+	case v1.StorageMediumDefault:
+	case v1.StorageMediumMemory:
+		mounted, err := m.cfg.Mounter.IsMountPoint(dir)
+		if err != nil {
+			return err
+		}
+		if !mounted {
+			var size int64
+			if ed.SizeLimit != nil && !ed.SizeLimit.IsZero() {
+				size = ed.SizeLimit.Value()
+			}
+			if err := m.cfg.Mounter.MountTmpfs(dir, size); err != nil {
+				return fmt.Errorf("emptyDir medium Memory: mounting tmpfs at %s: %w", dir, err)
+			}
+		}
+	default:
+		return fmt.Errorf("emptyDir medium %q: %w: only the node's disk and Memory", ed.Medium, ErrUnsupported)
+	}
+	// Any user of the pod may write its emptyDir, whatever the umask.
+	return os.Chmod(dir, 0o777)
+}
+
+// TearDown unmounts the pod's tmpfs volumes, removes its volume
+// directories and forgets its tokens. The pod's containers must be gone.
+func (m *Manager) TearDown(uid types.UID) error {
+	if !plainName(string(uid)) {
+		return fmt.Errorf("volume: pod UID %q is not a plain name", uid)
+	}
+	root := filepath.Join(m.PodDir(uid), "volumes")
+	var errs []error
+	ed := filepath.Join(root, kindEmptyDir)
+	if entries, err := os.ReadDir(ed); err == nil {
+		for _, e := range entries {
+			dir := filepath.Join(ed, e.Name())
+			if mounted, err := m.cfg.Mounter.IsMountPoint(dir); err == nil && mounted {
+				if err := m.cfg.Mounter.Unmount(dir); err != nil {
+					errs = append(errs, fmt.Errorf("unmounting %s: %w", dir, err))
+				}
+			}
+		}
+	}
+	if len(errs) == 0 {
+		// Never remove through a mount that is still there.
+		errs = append(errs, os.RemoveAll(root))
+	}
+	m.mu.Lock()
+	prefix := root + string(filepath.Separator)
+	for dir := range m.written {
+		if strings.HasPrefix(dir, prefix) {
+			delete(m.written, dir)
+		}
+	}
+	m.mu.Unlock()
+	if f, ok := m.cfg.Tokens.(TokenForgetter); ok {
+		f.Forget(uid)
+	}
+	return errors.Join(errs...)
+}
+
+func plainName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\\\x00")
+}
+
+func hashPayload(p map[string]File) uint64 {
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := fnv.New64a()
+	var mode [4]byte
+	for _, k := range keys {
+		f := p[k]
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		mode[0], mode[1], mode[2], mode[3] = byte(f.Mode), byte(f.Mode>>8), byte(f.Mode>>16), byte(f.Mode>>24)
+		h.Write(mode[:])
+		n := len(f.Data)
+		h.Write([]byte{byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)})
+		h.Write(f.Data)
+	}
+	return h.Sum64() | 1 // never 0, the map's "nothing written"
+}
