@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// buildKubenode builds examples/kubenode (a module of its own) into a
+// temporary directory. -race shares the build cache with the e2e binary's
+// client-go.
+func buildKubenode(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "kubenode")
+	cmd := exec.CommandContext(t.Context(), goBin, "build", "-race", "-o", bin, ".")
+	cmd.Dir = filepath.Join("..", "examples", "kubenode")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building examples/kubenode: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// writeKubeconfig writes a kubeconfig for cfg's apiserver with its client
+// certificate, acting as user as if not empty.
+func writeKubeconfig(t *testing.T, cfg *rest.Config, host, as string) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["e2e"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Impersonate: as}
+	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "e2e"}
+	kc.CurrentContext = "e2e"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type kubenode struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+func startKubenode(t *testing.T, bin string, args ...string) *kubenode {
+	t.Helper()
+	k := &kubenode{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	k.cmd.Stderr = k.stderr
+	if err := k.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { k.err = k.cmd.Wait(); close(k.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-k.done:
+		default:
+			k.cmd.Process.Kill()
+			<-k.done
+		}
+		if t.Failed() {
+			t.Logf("kubenode %v stderr:\n%s", args, k.stderr.String())
+		}
+	})
+	return k
+}
+
+// wait waits for the program to exit and returns its exit code.
+func (k *kubenode) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-k.done:
+	case <-time.After(timeout):
+		t.Fatalf("kubenode still running after %v; stderr:\n%s", timeout, k.stderr.String())
+	}
+	var ee *exec.ExitError
+	if errors.As(k.err, &ee) {
+		return ee.ExitCode()
+	}
+	if k.err != nil {
+		t.Fatal(k.err)
+	}
+	return 0
+}
+
+func TestKubenodeCommand(t *testing.T) {
+	c := startCluster(t)
+	cs, _ := clientset(t, c.RESTConfig(), 50, 100)
+	bin := buildKubenode(t)
+	cfg := c.RESTConfig()
+	kubeconfig := writeKubeconfig(t, cfg, cfg.Host, "")
+
+	t.Run("joins the cluster, runs a bound pod and stops on SIGTERM", func(t *testing.T) {
+		k := startKubenode(t, bin, "-kubeconfig", kubeconfig, "-node-name", "cmd-node", "-node-ip", "127.0.0.1",
+			"-node-labels", "pool=cmd", "-max-pods", "20")
+		n := waitNode(t, cs, "cmd-node", time.Minute, readyIs(corev1.ConditionTrue, "kubelet is posting ready status"))
+		if n.Labels["pool"] != "cmd" {
+			t.Errorf("labels %v", n.Labels)
+		}
+		if q := n.Status.Capacity[corev1.ResourcePods]; q.Value() != 20 {
+			t.Errorf("pods capacity %s, want 20", q.String())
+		}
+		if _, err := cs.CoreV1().Pods("default").Create(t.Context(), testPod("on-cmd-node", "cmd-node"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPod(t, cs, "default", "on-cmd-node", func(p *corev1.Pod) string { return checkRunning(p, "") })
+		leaseRenewals(t, cs, "cmd-node", 1)
+
+		if err := k.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := k.wait(t, 30*time.Second); code != 0 {
+			t.Fatalf("exit code %d after SIGTERM, want 0", code)
+		}
+	})
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"a kubeconfig that reaches no apiserver is a clear error at start",
+			[]string{"-kubeconfig", writeKubeconfig(t, cfg, "https://127.0.0.1:1", ""), "-node-name", "x"}, 1,
+			"no apiserver answers at https://127.0.0.1:1"},
+		{"a node name that is not a DNS subdomain is a usage error",
+			[]string{"-kubeconfig", kubeconfig, "-node-name", "Bad_Name"}, 2, `-node-name "Bad_Name"`},
+		{"a missing kubeconfig is named",
+			[]string{"-kubeconfig", filepath.Join(t.TempDir(), "none"), "-node-name", "x"}, 1, "-kubeconfig"},
+		{"an apiserver that refuses the Node says which permission",
+			[]string{"-kubeconfig", writeKubeconfig(t, cfg, cfg.Host, "bob"), "-node-name", "bobs-node"}, 1,
+			`User "bob" cannot create resource "nodes"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := startKubenode(t, bin, tc.args...)
+			if code := k.wait(t, time.Minute); code != tc.code {
+				t.Errorf("exit code %d, want %d", code, tc.code)
+			}
+			if out := k.stderr.String(); !strings.Contains(out, tc.want) {
+				t.Errorf("stderr does not say %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}

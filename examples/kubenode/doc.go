@@ -1,0 +1,26 @@
+// Command kubenode is a node agent on nodekit that joins a real cluster:
+// it registers its Node, keeps the Node's status and Lease (package node),
+// runs the pods the scheduler binds to it and reports their status, as the
+// kubelet does.
+//
+// It is a module of its own because it imports client-go, which the library
+// never does. From this directory:
+//
+//	go run . -kubeconfig ~/.kube/config -node-name nodekit-1
+//	sudo go run . -kubeconfig /etc/kubernetes/kubelet.conf -node-name nodekit-1 \
+//	    -cri unix:///run/containerd/containerd.sock -node-ip 10.0.0.5
+//
+// Without -cri the pods run on the built-in in-memory runtime, which runs
+// no commands: containers run until stopped, init containers exit 0. It
+// takes the standalone agent's flags too (-pod-manifest-path, -manifest-url,
+// -max-pods, -sync-frequency, ...), plus the kubelet's -node-labels,
+// -register-with-taints and -node-ip. `kubectl get nodes` shows the node
+// Ready within seconds. SIGINT or SIGTERM stops it; its pods are left as
+// they are, as when the kubelet stops, and the node controller marks the
+// node NotReady once its Lease expires (40s).
+//
+// The credentials need what a kubelet's need: create, get and update Nodes
+// and nodes/status, Leases in kube-node-lease, list and watch Pods bound to
+// the node, patch pods/status, create and delete (mirror) pods. An
+// apiserver that refuses the Node ends the program with its reason.
+package main

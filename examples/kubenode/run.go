@@ -1,0 +1,392 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/examples/internal/exlog"
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/status"
+)
+
+// errUsage is wrapped by errors in the command line.
+var errUsage = errors.New("usage")
+
+// kubeletVersion is what the Node reports as nodeInfo.kubeletVersion: the
+// Kubernetes minor nodekit follows (its k8s.io modules are v0.37).
+const kubeletVersion = "v1.37.0-nodekit"
+
+type options struct {
+	kubeconfig, nodeName    string
+	nodeIPs                 []string
+	labels                  map[string]string
+	taints                  []v1.Taint
+	manifestPath            string
+	manifestURL             string
+	header                  headerFlag
+	syncFrequency           time.Duration
+	fileCheck, httpCheck    time.Duration
+	allowPrivileged         bool
+	maxPods                 int
+	verbosity               int
+	duration                time.Duration
+	criEndpoint, pauseImage string
+	podLogsRoot, podsRoot   string
+	dns                     dnsOptions
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{header: headerFlag{}}
+	var nodeIP, labels, taints string
+	fs := flag.NewFlagSet("kubenode", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: go run ./examples/kubenode -kubeconfig FILE [flags]
+
+A node agent built from nodekit that joins the cluster of -kubeconfig: it
+registers the Node, renews its Lease, runs the pods bound to it and reports
+their status. SIGINT or SIGTERM stops it, leaving the pods as they are.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	defKubeconfig := os.Getenv("KUBECONFIG")
+	if home, err := os.UserHomeDir(); defKubeconfig == "" && err == nil {
+		defKubeconfig = filepath.Join(home, ".kube", "config")
+	}
+	fs.StringVar(&o.kubeconfig, "kubeconfig", defKubeconfig, "kubeconfig of the cluster to join (default $KUBECONFIG, else ~/.kube/config)")
+	fs.StringVar(&o.nodeName, "node-name", "", "the Node's name (default the host name)")
+	fs.StringVar(&nodeIP, "node-ip", "", "comma-separated node IPs, primary first (default the host's first global unicast address)")
+	fs.StringVar(&labels, "node-labels", "", "labels `key=value,...` added to the Node at registration")
+	fs.StringVar(&taints, "register-with-taints", "", "taints `key=value:Effect,...` the Node is registered with")
+	fs.StringVar(&o.manifestPath, "pod-manifest-path", "", "directory (or file) of static pod manifests, re-read on change; empty for none")
+	fs.StringVar(&o.manifestURL, "manifest-url", "", "URL serving static pod manifests, polled every -http-check-frequency")
+	fs.Var(o.header, "manifest-url-header", "HTTP header `key:value` sent to -manifest-url; repeatable, or comma-separated")
+	fs.DurationVar(&o.syncFrequency, "sync-frequency", time.Minute, "how often every pod is synced again without a change")
+	fs.DurationVar(&o.fileCheck, "file-check-frequency", 20*time.Second, "how often -pod-manifest-path is re-read besides file notifications")
+	fs.DurationVar(&o.httpCheck, "http-check-frequency", 20*time.Second, "how often -manifest-url is polled")
+	fs.BoolVar(&o.allowPrivileged, "allow-privileged", false, "admit pods with privileged containers (rejected otherwise)")
+	fs.IntVar(&o.maxPods, "max-pods", 110, "how many pods may run, the Node's pods capacity")
+	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up more detail (logs go to stderr)")
+	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long, as on SIGINT; 0 runs until signalled")
+	fs.StringVar(&o.criEndpoint, "cri", "", "CRI runtime endpoint, e.g. unix:///run/containerd/containerd.sock; empty for the in-memory runtime")
+	fs.StringVar(&o.pauseImage, "pause-image", "", "with -cri: the sandbox image the runtime is configured with; pulled at start if missing")
+	fs.StringVar(&o.podLogsRoot, "pod-logs-root", "/var/log/pods", "with -cri: root of the container log directories")
+	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (emptyDir volumes, termination messages)")
+	o.dns.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	var err error
+	if o.nodeIPs, err = parseIPs(nodeIP); err != nil {
+		return nil, err
+	}
+	if o.labels, err = parseLabels(labels); err != nil {
+		return nil, err
+	}
+	if o.taints, err = parseTaints(taints); err != nil {
+		return nil, err
+	}
+	return o, o.validate()
+}
+
+func (o *options) validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
+	}
+	for name, d := range map[string]time.Duration{"-sync-frequency": o.syncFrequency, "-file-check-frequency": o.fileCheck,
+		"-http-check-frequency": o.httpCheck} {
+		if d <= 0 {
+			return bad("%s must be positive, got %s", name, d)
+		}
+	}
+	if o.duration < 0 {
+		return bad("-duration must not be negative, got %s", o.duration)
+	}
+	if o.maxPods <= 0 {
+		return bad("-max-pods must be positive, got %d", o.maxPods)
+	}
+	if o.kubeconfig == "" {
+		return bad("-kubeconfig is required")
+	}
+	if o.manifestPath != "" {
+		if _, err := os.Stat(o.manifestPath); err != nil {
+			return bad("-pod-manifest-path: %v", err)
+		}
+	}
+	if len(o.header) > 0 && o.manifestURL == "" {
+		return bad("-manifest-url-header needs -manifest-url")
+	}
+	if o.pauseImage != "" && o.criEndpoint == "" {
+		return bad("-pause-image needs -cri")
+	}
+	if o.nodeName == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node name: %w; give -node-name", err)
+		}
+		o.nodeName = strings.ToLower(host)
+	}
+	if errs := validation.IsDNS1123Subdomain(o.nodeName); len(errs) > 0 {
+		return bad("-node-name %q: %s", o.nodeName, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseIPs(s string) ([]string, error) {
+	ips := splitList(s)
+	for _, ip := range ips {
+		if net.ParseIP(ip) == nil {
+			return nil, fmt.Errorf("%w: -node-ip: %q is not an IP address", errUsage, ip)
+		}
+	}
+	if len(ips) == 0 {
+		if ip := hostIP(); ip != "" {
+			ips = []string{ip}
+		}
+	}
+	return ips, nil
+}
+
+// hostIP is the host's first global unicast IPv4 address, or "".
+func hostIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.IsGlobalUnicast() && ipn.IP.To4() != nil {
+			return ipn.IP.String()
+		}
+	}
+	return ""
+}
+
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range splitList(s) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: -node-labels: %q: want key=value", errUsage, kv)
+		}
+		out[k] = v // node.New validates keys and values
+	}
+	return out, nil
+}
+
+// parseTaints reads the kubelet's --register-with-taints: key=value:Effect
+// or key:Effect.
+func parseTaints(s string) ([]v1.Taint, error) {
+	var out []v1.Taint
+	for _, t := range splitList(s) {
+		kv, effect, ok := strings.Cut(t, ":")
+		if !ok {
+			return nil, fmt.Errorf("%w: -register-with-taints: %q: want key=value:Effect", errUsage, t)
+		}
+		switch e := v1.TaintEffect(effect); e {
+		case v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute:
+		default:
+			return nil, fmt.Errorf("%w: -register-with-taints: %q: effect must be NoSchedule, PreferNoSchedule or NoExecute", errUsage, t)
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		out = append(out, v1.Taint{Key: k, Value: v, Effect: v1.TaintEffect(effect)})
+	}
+	return out, nil
+}
+
+// headerFlag collects -manifest-url-header values.
+type headerFlag http.Header
+
+func (h headerFlag) String() string {
+	var parts []string
+	for k, vs := range h {
+		for _, v := range vs {
+			parts = append(parts, k+":"+v)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (h headerFlag) Set(s string) error {
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, ":")
+		if !ok || strings.TrimSpace(k) == "" {
+			return fmt.Errorf("%q: want key:value", kv)
+		}
+		http.Header(h).Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	return nil
+}
+
+// clients loads the kubeconfig and checks that it reaches an apiserver.
+func clients(path string) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
+	}
+	cfg.UserAgent = "nodekit-kubenode"
+	cfg.QPS, cfg.Burst = 50, 100
+	probe := rest.CopyConfig(cfg)
+	probe.Timeout = 10 * time.Second
+	pcs, err := kubernetes.NewForConfig(probe)
+	if err != nil {
+		return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
+	}
+	if _, err := pcs.Discovery().ServerVersion(); err != nil {
+		return nil, fmt.Errorf("-kubeconfig %s: no apiserver answers at %s: %w", path, cfg.Host, err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// run is the program: it parses args, joins the cluster and runs the agent
+// until ctx ends (or -duration passes).
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := exlog.New(stderr, o.verbosity)
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	cs, err := clients(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	rt, closeRuntime, err := newRuntime(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer closeRuntime()
+
+	var header http.Header
+	if len(o.header) > 0 {
+		header = http.Header(o.header)
+	}
+	a, err := agent.New(agent.Config{
+		NodeName:           o.nodeName,
+		Runtime:            rt,
+		PodSource:          cs.CoreV1().Pods(""),
+		StatusClient:       func(ns string) status.PodClient { return cs.CoreV1().Pods(ns) },
+		NodeIPs:            o.nodeIPs,
+		StaticPodPath:      o.manifestPath,
+		FileCheckFrequency: o.fileCheck,
+		ManifestURL:        o.manifestURL,
+		ManifestURLHeader:  header,
+		HTTPCheckFrequency: o.httpCheck,
+		SyncFrequency:      o.syncFrequency,
+		MaxPods:            o.maxPods,
+		AllowPrivileged:    o.allowPrivileged,
+		Node: &node.Config{
+			Nodes:          cs.CoreV1().Nodes(),
+			Leases:         cs.CoordinationV1().Leases(v1.NamespaceNodeLease),
+			Labels:         o.labels,
+			Taints:         o.taints,
+			KubeletVersion: kubeletVersion,
+		},
+		Log: log.WithName("agent"),
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("Joining the cluster", "node", o.nodeName, "kubeconfig", o.kubeconfig, "runtime", rt.Type())
+	go func() {
+		select {
+		case <-a.Node().Registered():
+			log.Info("Node registered", "node", o.nodeName)
+		case <-ctx.Done():
+		}
+	}()
+	err = a.Run(ctx)
+	log.Info("Stopped")
+	return err
+}
+
+// newRuntime returns the runtime o asks for and a function that releases it.
+func newRuntime(ctx context.Context, o *options, log logr.Logger) (runtime.Runtime, func(), error) {
+	if o.criEndpoint == "" {
+		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1)})
+		if err != nil {
+			return nil, nil, err
+		}
+		return rt, func() {}, nil
+	}
+	dnsc, err := o.dns.configurer(o.nodeName, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := cri.New(ctx, cri.Config{
+		DNS:             dnsc,
+		Endpoint:        o.criEndpoint,
+		PodLogsRoot:     o.podLogsRoot,
+		PodsRoot:        o.podsRoot,
+		AllowPrivileged: o.allowPrivileged,
+		Log:             log.WithName("cri"),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("-cri %s: %w", o.criEndpoint, err)
+	}
+	if o.pauseImage != "" {
+		if err := ensureImage(ctx, m, o.pauseImage); err != nil {
+			m.Close()
+			return nil, nil, fmt.Errorf("-pause-image: %w", err)
+		}
+	}
+	return m, func() { m.Close() }, nil
+}
+
+// ensureImage pulls image unless the node has it.
+func ensureImage(ctx context.Context, is runtime.ImageService, image string) error {
+	images, err := is.ListImages(ctx)
+	if err != nil {
+		return err
+	}
+	for _, img := range images {
+		for _, tag := range img.RepoTags {
+			if tag == image || img.ID == image {
+				return nil
+			}
+		}
+	}
+	_, err = is.PullImage(ctx, image, nil)
+	return err
+}
