@@ -30,6 +30,8 @@
 //     start.
 //   - podutil: the config.* annotations and static/mirror pod helpers all
 //     packages share.
+//   - cm: the kubelet's QoS cgroups for pods and node allocatable, for
+//     runtime/cri or any runtime on Linux.
 //   - dns: the kubelet's pod DNS configuration (dnsPolicy, cluster DNS,
 //     host resolv.conf, limits), for runtime/cri or any runtime.
 //

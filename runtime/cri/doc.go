@@ -19,7 +19,9 @@
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
 //     pulls, pull back-off, credentials from image pull secrets;
 //   - sandbox and container configs from the pod spec, the sandbox's DNS
-//     from Config.DNS (the kubelet's dnsPolicy handling, package dns), and
+//     from Config.DNS (the kubelet's dnsPolicy handling, package dns), its
+//     cgroup parent from Config.PodCgroups (the QoS hierarchy, package cm;
+//     the pod cgroup is removed by KillPod), and
 //     the kubelet's wire conventions: the io.kubernetes.* labels and
 //     annotations (read back by GetPods and GetPodStatus) and the log layout
 //     <PodLogsRoot>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
@@ -39,8 +41,8 @@
 // CreateContainerConfigError with the kubelet's message and the container
 // starts at a later sync once it resolves.
 //
-// Not (yet) covered: lifecycle hooks, probes, QoS OOM scores and cgroup
-// parents, removal of single containers' log files.
+// Not (yet) covered: lifecycle hooks, probes, QoS OOM scores, removal of
+// single containers' log files.
 //
 // Usage:
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -87,6 +88,12 @@ type Config struct {
 	// objects.Tokens for pods from an apiserver. Its PodsRoot must be
 	// PodsRoot.
 	Volumes VolumeManager
+	// PodCgroups places each pod in the kubelet's QoS cgroup hierarchy
+	// with its pod-level limits (see package github.com/nodekit/nodekit/cm):
+	// the sandbox's cgroup parent, made before the sandbox, removed by
+	// KillPod. Default: none, the runtime's default parent. SetPodCgroups
+	// sets it after New.
+	PodCgroups PodCgroups
 	// DialOptions are added to the manager's own when dialing, for example
 	// a unary interceptor for metrics or tracing.
 	DialOptions []grpc.DialOption
@@ -113,6 +120,8 @@ type Manager struct {
 	// GarbageCollect may remove.
 	killedMu sync.Mutex
 	killed   map[types.UID]struct{}
+
+	podCgroups atomic.Pointer[PodCgroups]
 }
 
 var (
@@ -129,6 +138,9 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: c, clock: c.Clock, log: c.Log, killed: map[types.UID]struct{}{}}
+	if c.PodCgroups != nil {
+		m.SetPodCgroups(c.PodCgroups)
+	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.MaxMsgSize), grpc.MaxCallSendMsgSize(c.MaxMsgSize)),

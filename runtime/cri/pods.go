@@ -218,7 +218,8 @@ func (m *Manager) containerStatus(s *runtimeapi.ContainerStatus) *runtime.Contai
 // KillPod stops runningPod's containers in parallel, each with the effective
 // grace period, then its sandboxes. For an orphan (pod nil) the grace period
 // comes from the container's annotations. Stopped containers and sandboxes
-// stay until RemovePod or the runtime's garbage collection.
+// stay until RemovePod or the runtime's garbage collection; the pod's cgroup
+// (Config.PodCgroups) is removed.
 func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, runningPod runtime.Pod, gracePeriodOverride *int64) error {
 	uid := runningPod.ID
 	if pod != nil {
@@ -226,7 +227,13 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, runningPod runtime.P
 	}
 	m.markKilled(uid)
 	res := m.killPod(ctx, pod, runningPod, gracePeriodOverride)
-	return res.Error()
+	pc := m.cgroups()
+	if err := res.Error(); err != nil || pc == nil {
+		return err
+	}
+	// Nothing of the pod runs any more: its cgroup goes, as in the
+	// kubelet's SyncTerminatedPod.
+	return pc.DestroyPod(uid)
 }
 
 func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, runningPod runtime.Pod, override *int64) runtime.PodSyncResult {

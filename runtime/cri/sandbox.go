@@ -55,7 +55,8 @@ func podHostname(pod *v1.Pod) string {
 }
 
 // sandboxConfig builds the PodSandboxConfig of the pod's attempt-th sandbox.
-// It fails when the pod's DNS configuration cannot be computed.
+// It fails when the pod's DNS configuration cannot be computed or its
+// cgroup cannot be made.
 func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
@@ -97,7 +98,11 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		}
 		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
 	}
-	linux := &runtimeapi.LinuxPodSandboxConfig{SecurityContext: sc}
+	parent, err := m.podCgroupParent(pod)
+	if err != nil {
+		return nil, err
+	}
+	linux := &runtimeapi.LinuxPodSandboxConfig{SecurityContext: sc, CgroupParent: parent}
 	if psc := pod.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
 		linux.Sysctls = make(map[string]string, len(psc.Sysctls))
 		for _, s := range psc.Sysctls {

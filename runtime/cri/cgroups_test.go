@@ -1,0 +1,197 @@
+package cri_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/cm"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+)
+
+type fakeCgroups struct {
+	parent    string
+	err       error
+	destroyed []types.UID
+}
+
+func (f *fakeCgroups) EnsurePod(*v1.Pod) (string, error) { return f.parent, f.err }
+func (f *fakeCgroups) DestroyPod(uid types.UID) error {
+	f.destroyed = append(f.destroyed, uid)
+	return nil
+}
+
+func TestPodCgroupFailureFailsTheSandbox(t *testing.T) {
+	pc := &fakeCgroups{err: errors.New("writing memory.limit_in_bytes: device or resource busy")}
+	e := newFakeEnv(t, func(c *cri.Config) { c.PodCgroups = pc })
+	res := e.sync(t, newPod("cgfail", "busybox:1"), nil)
+	require.ErrorIs(t, res.Error(), runtime.ErrCreatePodSandbox)
+	require.ErrorContains(t, res.Error(), "failed to ensure that the pod's cgroups exist")
+	require.Zero(t, e.srv.Calls("RunPodSandbox"))
+}
+
+func TestKillPodDestroysThePodCgroup(t *testing.T) {
+	pc := &fakeCgroups{parent: "/kubepods/besteffort/poduid-cgkill"}
+	e := newFakeEnv(t)
+	e.m.SetPodCgroups(pc)
+	pod := newPod("cgkill", "busybox:1")
+	require.NoError(t, e.sync(t, pod, nil).Error())
+	require.Empty(t, pc.destroyed)
+	st := e.status(t, pod)
+	require.NoError(t, e.m.KillPod(e.ctx, pod, st.RunningPod(e.m.Type()), nil))
+	require.Equal(t, []types.UID{pod.UID}, pc.destroyed)
+}
+
+func TestCgroupDriverFromRuntimeConfig(t *testing.T) {
+	e := newFakeEnv(t)
+	for want, driver := range map[string]runtimeapi.CgroupDriver{"cgroupfs": runtimeapi.CgroupDriver_CGROUPFS, "systemd": runtimeapi.CgroupDriver_SYSTEMD} {
+		e.srv.Runtime.Lock()
+		e.srv.Runtime.FakeLinuxConfiguration = &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: driver}
+		e.srv.Runtime.Unlock()
+		d, err := e.m.CgroupDriver(e.ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, d)
+	}
+}
+
+// cgroupMount is where the test's cgroups are read: the v2 root, or the v1
+// hierarchies' directory.
+const cgroupMount = "/sys/fs/cgroup"
+
+func cgroupV2() bool {
+	_, err := os.Stat(filepath.Join(cgroupMount, "cgroup.controllers"))
+	return err == nil
+}
+
+// cgroupFile is a pod cgroup's file: on v1 in the controller's hierarchy.
+func cgroupFile(dir, file string) string {
+	if cgroupV2() {
+		return filepath.Join(cgroupMount, dir, file)
+	}
+	controller, _, _ := strings.Cut(file, ".")
+	return filepath.Join(cgroupMount, controller, dir, file)
+}
+
+func readCgroup(t *testing.T, dir, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(cgroupFile(dir, file))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
+}
+
+// removeCgroupTree removes root's cgroups bottom-up in every hierarchy.
+func removeCgroupTree(root string) {
+	tops := []string{filepath.Join(cgroupMount, root)}
+	if !cgroupV2() {
+		entries, _ := os.ReadDir(cgroupMount)
+		tops = tops[:0]
+		for _, e := range entries {
+			tops = append(tops, filepath.Join(cgroupMount, e.Name(), root))
+		}
+	}
+	for _, top := range tops {
+		var dirs []string
+		_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			_ = os.Remove(dirs[i])
+		}
+	}
+}
+
+func TestRealPodsLandInTheirQoSCgroups(t *testing.T) {
+	m, image, logs := realManager(t)
+	ctx := context.Background()
+	root := fmt.Sprintf("/nodekit-test-%d", time.Now().UnixNano())
+	cgm, err := cm.New(ctx, cm.Config{CgroupRoot: root, DriverSource: m})
+	t.Cleanup(func() { removeCgroupTree(root) })
+	if errors.Is(err, cm.ErrUnavailable) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but cgroups cannot be written here: %v", err)
+		}
+		t.Skipf("cgroups cannot be written here (needs root and a writable %s): %v", cgroupMount, err)
+	}
+	require.NoError(t, err)
+	require.Equal(t, cm.DriverCgroupfs, cgm.Driver(), "the test containerd runs runc with SystemdCgroup=false")
+	m.SetPodCgroups(cgm)
+
+	res := func(cpu, mem string) v1.ResourceList {
+		out := v1.ResourceList{}
+		if cpu != "" {
+			out[v1.ResourceCPU] = resource.MustParse(cpu)
+		}
+		if mem != "" {
+			out[v1.ResourceMemory] = resource.MustParse(mem)
+		}
+		return out
+	}
+	v2 := cgroupV2()
+	tests := []struct {
+		name     string
+		req, lim v1.ResourceList
+		qosDir   string
+		files    map[string]string // v1 file: value
+		filesV2  map[string]string
+	}{
+		{"cgqos-guaranteed", res("200m", "64Mi"), res("200m", "64Mi"), "kubepods",
+			map[string]string{"cpu.shares": "204", "cpu.cfs_quota_us": "20000", "cpu.cfs_period_us": "100000", "memory.limit_in_bytes": "67108864"},
+			map[string]string{"cpu.weight": "8", "cpu.max": "20000 100000", "memory.max": "67108864"}},
+		{"cgqos-burstable", res("100m", "32Mi"), res("300m", ""), "kubepods/burstable",
+			map[string]string{"cpu.shares": "102", "cpu.cfs_quota_us": "30000"},
+			map[string]string{"cpu.weight": "4", "cpu.max": "30000 100000", "memory.max": "max"}},
+		{"cgqos-besteffort", nil, nil, "kubepods/besteffort",
+			map[string]string{"cpu.shares": "2", "cpu.cfs_quota_us": "-1"},
+			map[string]string{"cpu.weight": "1", "cpu.max": "max 100000"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := newPod(tt.name, image, func(p *v1.Pod) {
+				p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: tt.req, Limits: tt.lim}
+				p.Spec.Containers[0].Command = []string{"sh", "-c", "cat /proc/self/cgroup; exec sleep 3600"}
+			})
+			cleanup(t, m, pod)
+			syncUntil(t, ctx, m, pod, nil, 50, 100*time.Millisecond, running("main"))
+			dir := filepath.Join(root, tt.qosDir, "pod"+string(pod.UID))
+			files := tt.files
+			if v2 {
+				files = tt.filesV2
+			}
+			for file, want := range files {
+				require.Equal(t, want, readCgroup(t, dir, file), file)
+			}
+			var out string
+			require.Eventually(t, func() bool {
+				b, err := os.ReadFile(filepath.Join(logs, "test_"+tt.name+"_uid-"+tt.name, "main", "0.log"))
+				out = string(b)
+				return err == nil && strings.Contains(out, ":/")
+			}, 10*time.Second, 50*time.Millisecond)
+			require.Contains(t, out, dir+"/", "the container runs inside the pod cgroup")
+
+			st, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+			require.NoError(t, err)
+			require.NoError(t, m.KillPod(ctx, pod, st.RunningPod(m.Type()), nil))
+			_, err = os.Stat(cgroupFile(dir, "cpu.shares"))
+			if v2 {
+				_, err = os.Stat(cgroupFile(dir, "cpu.weight"))
+			}
+			require.ErrorIs(t, err, fs.ErrNotExist, "the pod cgroup is gone after the pod is killed")
+		})
+	}
+}
