@@ -51,7 +51,7 @@ spec:
   initContainers:
   - {name: setup, image: IMAGE, command: [sh, -c, "echo ready > /work/ready"], volumeMounts: [{name: work, mountPath: /work}]}
   containers:
-  - {name: web, image: IMAGE, command: [sh, -c, "trap 'exit 0' TERM; cat /work/ready; while true; do sleep 1; done"], volumeMounts: [{name: work, mountPath: /work}]}
+  - {name: web, image: IMAGE, command: [sh, -c, "trap 'exit 0' TERM; cat /work/ready /etc/resolv.conf; while true; do sleep 1; done"], volumeMounts: [{name: work, mountPath: /work}]}
   volumes: [{name: work, emptyDir: {}}]
 `,
 		"crash.yaml": `apiVersion: v1
@@ -83,12 +83,38 @@ spec:
 	defer m.Close()
 
 	began := time.Now()
-	s := start(t, "-cri", endpoint, "-pause-image", pause, "-pod-manifest-path", dir, "-node-name", node,
-		"-pod-logs-root", logs, "-pods-root", state, "-file-check-frequency", "1s", "-v", "1")
+	args := []string{"-cri", endpoint, "-pause-image", pause, "-pod-manifest-path", dir, "-node-name", node,
+		"-pod-logs-root", logs, "-pods-root", state, "-file-check-frequency", "1s", "-v", "1",
+		"-cluster-dns", "10.96.0.10", "-cluster-domain", "cluster.local"}
+	cgroupRoot := "/nodekit-test-" + node
+	besteffort := filepath.Join("/sys/fs/cgroup/memory", cgroupRoot, "kubepods", "besteffort")
+	withCgroups := os.Geteuid() == 0 && fileExists("/sys/fs/cgroup/memory/cgroup.procs") // cgroup v1, as CI's
+	if withCgroups {
+		args = append(args, "-cgroups-per-qos", "-cgroup-root", cgroupRoot)
+		t.Cleanup(func() { removeTree(filepath.Dir(filepath.Dir(besteffort))) })
+	}
+	s := start(t, args...)
 	pod := func(name string) string { return name + "-" + node }
 	s.waitFrame(t, "pods running", func(f string) bool {
 		return matches(f, []want{{pod("web"), "init:setup", "Running", "exited 0 (Completed)"}, {pod("web"), "web", "Running", "running"}})
 	})
+	var webLog []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if files, _ := filepath.Glob(filepath.Join(logs, "*_"+pod("web")+"_*", "web", "0.log")); len(files) == 1 {
+			if webLog, _ = os.ReadFile(files[0]); strings.Contains(string(webLog), "nameserver") {
+				break
+			}
+		}
+	}
+	if !strings.Contains(string(webLog), "nameserver 10.96.0.10") ||
+		!strings.Contains(string(webLog), "search default.svc.cluster.local svc.cluster.local cluster.local") {
+		t.Errorf("web's resolv.conf is not the cluster's:\n%s", webLog)
+	}
+	if withCgroups {
+		if pods, _ := os.ReadDir(besteffort); len(pods) == 0 {
+			t.Errorf("no pod cgroup under %s", besteffort)
+		}
+	}
 	t.Logf("web running after %s", time.Since(began).Round(10*time.Millisecond))
 	frame := s.waitFrame(t, "the job done and the crashing container restarted", func(f string) bool {
 		_, state, restarts, ok := row(f, pod("crash"), "crash")
@@ -116,5 +142,40 @@ spec:
 	}
 	if final := lastFrame(s.stdout.String()); strings.Contains(final, "running") {
 		t.Fatalf("a container still runs after shutdown:\n%s", final)
+	}
+	if withCgroups {
+		var left []string
+		entries, _ := os.ReadDir(besteffort)
+		for _, e := range entries {
+			if e.IsDir() {
+				left = append(left, e.Name())
+			}
+		}
+		if len(left) > 0 {
+			t.Errorf("pod cgroups left after shutdown: %v", left)
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// removeTree removes a test's cgroup tree bottom-up in every v1 hierarchy.
+func removeTree(memoryDir string) {
+	rel := strings.TrimPrefix(memoryDir, "/sys/fs/cgroup/memory")
+	hierarchies, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, h := range hierarchies {
+		var dirs []string
+		_ = filepath.WalkDir(filepath.Join("/sys/fs/cgroup", h.Name(), rel), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			_ = os.Remove(dirs[i])
+		}
 	}
 }

@@ -204,6 +204,9 @@ func TestBadFlagsGiveAClearError(t *testing.T) {
 		{"header without a colon", []string{"-manifest-url", "http://x", "-manifest-url-header", "nocolon"}, `"nocolon": want key:value`},
 		{"header without URL", []string{"-manifest-url-header", "a:b"}, "-manifest-url-header needs -manifest-url"},
 		{"pause image without CRI", []string{"-pause-image", "p:1"}, "-pause-image needs -cri"},
+		{"QoS cgroups without CRI", []string{"-cgroups-per-qos"}, "-cgroups-per-qos needs -cri"},
+		{"enforcing more than pods", []string{"-enforce-node-allocatable", "system-reserved"}, `only "pods" is supported`},
+		{"a reservation that is no quantity", []string{"-kube-reserved", "memory=lots"}, `"memory=lots"`},
 		{"invalid node name", []string{"-node-name", "Not_A_Name"}, `-node-name "Not_A_Name"`},
 	}
 	for _, tt := range tests {
@@ -232,7 +235,8 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	}
 	for _, f := range []string{"pod-manifest-path", "manifest-url", "manifest-url-header", "node-name", "sync-frequency",
 		"file-check-frequency", "http-check-frequency", "allow-privileged", "max-pods", "v", "duration", "cri",
-		"pause-image", "pod-logs-root", "pods-root"} {
+		"pause-image", "pod-logs-root", "pods-root", "cluster-dns", "cluster-domain", "resolv-conf", "cgroups-per-qos",
+		"cgroup-driver", "cgroup-root", "system-reserved", "kube-reserved", "enforce-node-allocatable"} {
 		if !regexp.MustCompile(`(?m)^  -` + regexp.QuoteMeta(f) + `\b`).MatchString(stderr.String()) {
 			t.Errorf("-h does not document -%s:\n%s", f, stderr.String())
 		}

@@ -43,6 +43,7 @@ type options struct {
 	criEndpoint, pauseImage   string
 	podLogsRoot, podsRoot     string
 	dns                       dnsOptions
+	cgroups                   cgroupOptions
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -81,6 +82,7 @@ Flags:
 	fs.StringVar(&o.podLogsRoot, "pod-logs-root", "/var/log/pods", "with -cri: root of the container log directories")
 	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (emptyDir volumes, termination messages)")
 	o.dns.addFlags(fs)
+	o.cgroups.addFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -122,6 +124,9 @@ func (o *options) validate() error {
 	}
 	if len(o.header) > 0 && o.manifestURL == "" {
 		return bad("-manifest-url-header needs -manifest-url")
+	}
+	if err := o.cgroups.validate(o.criEndpoint); err != nil {
+		return err
 	}
 	if o.pauseImage != "" && o.criEndpoint == "" {
 		return bad("-pause-image needs -cri")
@@ -236,6 +241,10 @@ func newRuntime(ctx context.Context, o *options, log logr.Logger) (runtime.Runti
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("-cri %s: %w", o.criEndpoint, err)
+	}
+	if err := o.cgroups.setup(ctx, m, o.nodeName, log); err != nil {
+		m.Close()
+		return nil, nil, err
 	}
 	if o.pauseImage != "" {
 		if err := ensureImage(ctx, m, o.pauseImage); err != nil {
