@@ -124,8 +124,9 @@ type Config struct {
 	// Addresses are the node's addresses. Default: InternalIP of the
 	// host's first non-loopback address and Hostname.
 	Addresses []v1.NodeAddress
-	// Hostname is the kubernetes.io/hostname label and Hostname address.
-	// Default: the host's name, lowercased.
+	// Hostname is the kubernetes.io/hostname label and the Hostname
+	// address. Default NodeName (the kubelet's default when the node name
+	// is the host's), so that many nodes in one process stay apart.
 	Hostname string
 	// KubeletPort is daemonEndpoints.kubeletEndpoint.port. Default 10250.
 	KubeletPort int32
@@ -165,6 +166,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Nodes == nil {
 		return fmt.Errorf("Nodes is required: %w", ErrInvalidConfig)
+	}
+	if c.Hostname == "" {
+		c.Hostname = c.NodeName
+	}
+	if errs := validation.IsValidLabelValue(c.Hostname); len(errs) > 0 {
+		return fmt.Errorf("Hostname %q: %s: %w", c.Hostname, strings.Join(errs, "; "), ErrInvalidConfig)
 	}
 	for k, v := range c.Labels {
 		errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...)

@@ -72,7 +72,7 @@ func New(c Config) (*Controller, error) {
 		sysInfo:    systemInfo(),
 	}
 	ctl.sysInfo.KubeletVersion = c.KubeletVersion
-	hostname := c.NodeName
+	hostname := c.Hostname
 	ctl.labels = map[string]string{
 		v1.LabelHostname:   hostname,
 		v1.LabelOSStable:   goruntime.GOOS,

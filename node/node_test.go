@@ -118,9 +118,12 @@ func TestRegistration(t *testing.T) {
 			c.MaxPods = 42
 			c.KubeletVersion = "v1.37.0-nodekit"
 			c.Allocatable = v1.ResourceList{v1.ResourceMemory: resource.MustParse("7Gi")}
+			c.Hostname = "host-1"
+			c.Addresses = nil
 		})
 		n := e.node()
-		assert.Equal(t, "n1", n.Labels[v1.LabelHostname])
+		assert.Equal(t, "host-1", n.Labels[v1.LabelHostname])
+		assert.Contains(t, n.Status.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: "host-1"}, "default addresses")
 		assert.NotEmpty(t, n.Labels[v1.LabelOSStable])
 		assert.NotEmpty(t, n.Labels[v1.LabelArchStable])
 		assert.Equal(t, "a", n.Labels["pool"])
@@ -135,7 +138,6 @@ func TestRegistration(t *testing.T) {
 		assert.Equal(t, "fake://0.1.0", n.Status.NodeInfo.ContainerRuntimeVersion)
 		assert.Equal(t, "v1.37.0-nodekit", n.Status.NodeInfo.KubeletVersion)
 		assert.NotEmpty(t, n.Status.NodeInfo.OperatingSystem)
-		assert.Len(t, n.Status.Addresses, 2)
 		ready := cond(n, v1.NodeReady)
 		assert.Equal(t, v1.ConditionTrue, ready.Status)
 		assert.Equal(t, "KubeletReady", ready.Reason)
@@ -622,6 +624,7 @@ func TestBadConfig(t *testing.T) {
 		{"allocatable above capacity", func(c *node.Config) { c.Allocatable = v1.ResourceList{v1.ResourceCPU: resource.MustParse("5")} }, "above capacity"},
 		{"negative MaxPods", func(c *node.Config) { c.MaxPods = -1 }, "negative MaxPods"},
 		{"invalid label", func(c *node.Config) { c.Labels = map[string]string{"a b": "c"} }, "label a b=c"},
+		{"hostname not a label value", func(c *node.Config) { c.Hostname = "a b" }, `Hostname "a b"`},
 		{"health check without func", func(c *node.Config) { c.HealthChecks = []node.HealthCheck{{Name: "x"}} }, "health check"},
 	}
 	for _, tc := range cases {
