@@ -30,6 +30,8 @@ var (
 	ErrUnavailable = errors.New("cm: cgroups unavailable")
 )
 
+const defaultMountPoint = "/sys/fs/cgroup"
+
 // ReasonCgroupDriverMismatch is the warning event on the node when the
 // configured cgroup driver differs from the runtime's (the runtime's wins).
 const ReasonCgroupDriverMismatch = "CgroupDriverMismatch"
@@ -121,7 +123,7 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 		c.CgroupRoot = "/"
 	}
 	if c.MountPoint == "" {
-		c.MountPoint = "/sys/fs/cgroup"
+		c.MountPoint = defaultMountPoint
 	}
 	if c.CPUCFSQuotaPeriod == 0 {
 		c.CPUCFSQuotaPeriod = 100 * time.Millisecond
@@ -145,6 +147,11 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 	var err error
 	if m.driver, err = m.resolveDriver(ctx); err != nil {
 		return nil, err
+	}
+	if m.driver == DriverSystemd && c.MountPoint == defaultMountPoint && !fileExists("/run/systemd/system") {
+		// The runtime cannot make systemd cgroups either: its pods would
+		// land outside the hierarchy, or fail to start.
+		return nil, fmt.Errorf("cgroup driver systemd, but systemd does not run here (no /run/systemd/system): use cgroupfs, as the runtime must: %w", ErrInvalidConfig)
 	}
 	m.capacity = c.Capacity
 	if m.capacity == nil {

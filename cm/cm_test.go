@@ -305,3 +305,12 @@ func TestAllocatable(t *testing.T) {
 
 // The node package's status setter takes the allocatable from here.
 var _ node.Setter = (*cm.Manager)(nil).SetNodeAllocatable
+
+func TestSystemdDriverWithoutSystemdIsRefused(t *testing.T) {
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		t.Skip("systemd runs here")
+	}
+	_, err := cm.New(context.Background(), cm.Config{Driver: cm.DriverSystemd})
+	require.ErrorIs(t, err, cm.ErrInvalidConfig)
+	require.ErrorContains(t, err, "systemd does not run here")
+}

@@ -4,8 +4,9 @@
 // node allocatable.
 //
 // Where it sits: runtime/cri calls EnsurePod before it creates a sandbox
-// and passes the result as the sandbox's cgroup parent, and DestroyPod once
-// the pod is killed (cri.Config.PodCgroups); a node's status reports
+// and passes the result as the sandbox's cgroup parent, DestroyPod once the
+// pod is killed, and PodUIDs in garbage collection to remove the cgroups of
+// pods without sandbox (cri.Config.PodCgroups); a node's status reports
 // Allocatable (SetNodeAllocatable fits node.Setter). A runtime that is not
 // CRI may call the same methods.
 //
@@ -20,7 +21,8 @@
 //     optional pids limit; burstable's shares follow its pods' requests;
 //   - the driver: Config.Driver, or the runtime's (DriverSource, the CRI's
 //     RuntimeConfig on containerd 2.x), which wins on a mismatch with a
-//     CgroupDriverMismatch warning event;
+//     CgroupDriverMismatch warning event; systemd where systemd does not
+//     run is refused at New (containerd 1.6 cannot tell its driver);
 //   - cgroup v2 and v1 (every v1 hierarchy, cpuset cpus and mems copied
 //     down), detected from the mount point;
 //   - node allocatable: capacity minus system-reserved, kube-reserved and

@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -64,4 +65,66 @@ func (m *Manager) CgroupDriver(ctx context.Context) (string, error) {
 		return "cgroupfs", nil
 	}
 	return "", fmt.Errorf("cri RuntimeConfig: unknown cgroup driver %v", resp.GetLinux().GetCgroupDriver())
+}
+
+// podCgroupLister is a PodCgroups that lists the pods it has cgroups for
+// (*cm.Manager does); GarbageCollect then removes those of pods the runtime
+// no longer has, as the kubelet's housekeeping removes orphaned pod cgroups.
+type podCgroupLister interface {
+	PodUIDs() ([]types.UID, error)
+}
+
+// creatingSandbox marks uid's sandbox as being made from its cgroup until
+// the returned func is called, so that sweepPodCgroups leaves the cgroup.
+func (m *Manager) creatingSandbox(uid types.UID) func() {
+	m.creatingMu.Lock()
+	if m.creating == nil {
+		m.creating = map[types.UID]int{}
+	}
+	m.creating[uid]++
+	m.creatingMu.Unlock()
+	return func() {
+		m.creatingMu.Lock()
+		if m.creating[uid]--; m.creating[uid] <= 0 {
+			delete(m.creating, uid)
+		}
+		m.creatingMu.Unlock()
+	}
+}
+
+// sweepPodCgroups removes the cgroups of pods with no sandbox left on the
+// runtime (a pod killed while the agent was down, a DestroyPod that
+// failed). Pod cgroups are listed before the sandboxes, so a pod whose
+// sandbox is made meanwhile is either in the list or marked creating.
+func (m *Manager) sweepPodCgroups(ctx context.Context) error {
+	pc := m.cgroups()
+	lister, ok := pc.(podCgroupLister)
+	if !ok {
+		return nil
+	}
+	uids, err := lister.PodUIDs()
+	if err != nil || len(uids) == 0 {
+		return err
+	}
+	sbs, err := m.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return wrapErr("ListPodSandbox", err)
+	}
+	has := make(map[types.UID]bool, len(sbs.Items))
+	for _, sb := range sbs.Items {
+		has[types.UID(sb.GetMetadata().GetUid())] = true
+	}
+	m.creatingMu.Lock()
+	defer m.creatingMu.Unlock()
+	var errs []error
+	for _, uid := range uids {
+		if has[uid] || m.creating[uid] > 0 {
+			continue
+		}
+		m.log.V(1).Info("removing the cgroup of a pod without sandbox", "podUID", uid)
+		if err := pc.DestroyPod(uid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -195,3 +195,22 @@ func TestRealPodsLandInTheirQoSCgroups(t *testing.T) {
 		})
 	}
 }
+
+type listingCgroups struct {
+	fakeCgroups
+	uids []types.UID
+}
+
+func (l *listingCgroups) PodUIDs() ([]types.UID, error) { return l.uids, nil }
+
+func TestGarbageCollectRemovesCgroupsOfPodsWithoutSandbox(t *testing.T) {
+	pc := &listingCgroups{uids: []types.UID{"uid-cglive", "uid-gone"}}
+	e := newFakeEnv(t, func(c *cri.Config) { c.PodCgroups = pc })
+	require.NoError(t, e.sync(t, newPod("cglive", "busybox:1"), nil).Error())
+	policy := runtime.GCPolicy{MaxPerPodContainer: -1, MaxContainers: -1}
+
+	require.NoError(t, e.m.GarbageCollect(e.ctx, policy, false))
+	require.Empty(t, pc.destroyed, "nothing is an orphan before every source is ready")
+	require.NoError(t, e.m.GarbageCollect(e.ctx, policy, true))
+	require.Equal(t, []types.UID{"uid-gone"}, pc.destroyed, "the pod with a sandbox keeps its cgroup")
+}

@@ -23,10 +23,15 @@ var _ runtime.GarbageCollector = (*Manager)(nil)
 // allSourcesReady it also removes pods that KillPod stopped (and no SyncPod
 // restarted) once nothing of them runs, with their log directories: the CRI
 // cannot tell which pods are deleted, so KillPod stands in for the kubelet's
-// "pod is deleted" check.
+// "pod is deleted" check. Pod cgroups (Config.PodCgroups) of pods without a
+// sandbox go too.
 func (m *Manager) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, allSourcesReady bool) error {
 	ctx, cancel := m.callCtx(ctx, 0)
 	defer cancel()
+	var cgroupErr error
+	if allSourcesReady {
+		cgroupErr = m.sweepPodCgroups(ctx)
+	}
 	cs, err := m.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
 	if err != nil {
 		return wrapErr("ListContainers", err)
@@ -135,7 +140,7 @@ func (m *Manager) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, a
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, cgroupErr)...)
 }
 
 // removePodDirs removes the pod's log directory and its state under

@@ -122,6 +122,9 @@ type Manager struct {
 	killed   map[types.UID]struct{}
 
 	podCgroups atomic.Pointer[PodCgroups]
+	// creating counts sandboxes being made per pod (see sweepPodCgroups).
+	creatingMu sync.Mutex
+	creating   map[types.UID]int
 }
 
 var (

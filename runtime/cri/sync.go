@@ -69,6 +69,9 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	if !p.CreateSandbox && (sandboxID == "" || p.KillPod) {
 		return // nothing to start in
 	}
+	if p.CreateSandbox {
+		defer m.creatingSandbox(pod.UID)() // its new cgroup is not an orphan
+	}
 	sandbox, err := m.sandboxConfig(pod, p.Attempt)
 	if err != nil {
 		// As the kubelet: a sandbox to create fails to be created, one that
