@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/podworkers"
@@ -120,15 +121,28 @@ func (s *syncer) SyncTerminatingRuntimePod(ctx context.Context, rp *runtime.Pod)
 	return nil
 }
 
-// SyncTerminatedPod records the final status of a stopped pod and lets the
-// status manager delete it from the apiserver.
+// SyncTerminatedPod releases a stopped pod's volumes (if the runtime sets
+// them up), records its final status and lets the status manager delete it
+// from the apiserver.
 func (s *syncer) SyncTerminatedPod(_ context.Context, pod *v1.Pod, rs *runtime.PodStatus) error {
 	a := (*Agent)(s)
+	if vr, ok := a.cfg.Runtime.(volumeReleaser); ok {
+		// As the kubelet waits for the unmount: a failure is retried.
+		if err := vr.ReleaseVolumes(pod.UID); err != nil {
+			return fmt.Errorf("release volumes: %w", err)
+		}
+	}
 	a.status.SetPodStatus(pod, a.generate(pod, rs, true))
 	a.status.TerminatePod(pod)
 	a.reasons.Remove(pod.UID)
 	a.prober.RemovePod(pod.UID)
 	return nil
+}
+
+// volumeReleaser is implemented by runtimes that set up pods' volumes on
+// the node (runtime/cri): tmpfs unmounted, contents and tokens dropped.
+type volumeReleaser interface {
+	ReleaseVolumes(uid types.UID) error
 }
 
 // runningPod is the runtime pod KillPod stops: the status's running (or

@@ -68,3 +68,11 @@ func (m *Manager) setUpVolumes(ctx context.Context, pod *v1.Pod, p *runtime.PodA
 	}
 	p.ContainersToStart, p.InitContainersToStart, p.EphemeralContainersToStart = nil, nil, nil
 }
+
+// ReleaseVolumes tears down the volumes of the pod with uid once it is
+// terminated (the kubelet unmounts a terminated pod's volumes): tmpfs
+// unmounted, volume directories and tokens dropped. Its logs and
+// termination-message files stay until the pod is removed.
+func (m *Manager) ReleaseVolumes(uid types.UID) error {
+	return m.volumeManager().TearDown(uid)
+}
