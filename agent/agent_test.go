@@ -303,10 +303,10 @@ func TestAdmission(t *testing.T) {
 		pod    *v1.Pod
 		reason string
 	}{
-		{"privileged pod rejected by default", nil, privileged, ReasonPrivilegedNotAllowed},
-		{"privileged pod admitted when allowed", func(c *Config) { c.AllowPrivileged = true }, privileged, ""},
-		{"host network rejected by default", nil, hostNet, ReasonHostNamespacesNotAllowed},
-		{"host network admitted when allowed", func(c *Config) { c.AllowHostNamespaces = true }, hostNet, ""},
+		{"privileged pod admitted by default, as by the kubelet", nil, privileged, ""},
+		{"privileged pod rejected when denied", func(c *Config) { c.DenyPrivileged = true }, privileged, ReasonPrivilegedNotAllowed},
+		{"host network admitted by default, as by the kubelet", nil, hostNet, ""},
+		{"host network rejected when denied", func(c *Config) { c.DenyHostNamespaces = true }, hostNet, ReasonHostNamespacesNotAllowed},
 		{"pod beyond MaxPods rejected", func(c *Config) { c.MaxPods = 1 }, newPod("second", v1.RestartPolicyAlways, "c"), ReasonOutOfPods},
 	}
 	for _, tt := range tests {

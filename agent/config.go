@@ -92,12 +92,16 @@ type Config struct {
 	// MaxPods is how many pods may run at once; later ones are rejected with
 	// reason OutOfpods. Default 110, as the kubelet's.
 	MaxPods int
-	// AllowPrivileged admits pods with privileged containers (the kubelet's
-	// allow_privileged). Default false: such pods are rejected.
-	AllowPrivileged bool
-	// AllowHostNamespaces admits pods using the host's network, PID or IPC
-	// namespace. Default false: such pods are rejected.
-	AllowHostNamespaces bool
+	// DenyPrivileged rejects pods with privileged containers (reason
+	// PrivilegedNotAllowed). Default false: they are admitted, as by the
+	// kubelet, which no longer has allow-privileged. With a CRI runtime set
+	// cri.Config.DenyPrivileged too.
+	DenyPrivileged bool
+	// DenyHostNamespaces rejects pods using the host's network, PID or IPC
+	// namespace (reason HostNamespacesNotAllowed). Default false: they are
+	// admitted, as by the kubelet for every source; kubeadm's static
+	// control-plane pods use the host network.
+	DenyHostNamespaces bool
 
 	// TerminateOnExit stops every pod gracefully when Run's context ends,
 	// before Run returns. Default false: pods are left running, as when the

@@ -184,10 +184,10 @@ func (a *Agent) admit(pod *v1.Pod, active int) (reason, msg string) {
 	if active >= a.cfg.MaxPods {
 		return ReasonOutOfPods, fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", active, a.cfg.MaxPods)
 	}
-	if !a.cfg.AllowHostNamespaces && (pod.Spec.HostNetwork || pod.Spec.HostPID || pod.Spec.HostIPC) {
+	if a.cfg.DenyHostNamespaces && (pod.Spec.HostNetwork || pod.Spec.HostPID || pod.Spec.HostIPC) {
 		return ReasonHostNamespacesNotAllowed, "pod uses a host namespace (hostNetwork, hostPID or hostIPC) and the node does not allow it"
 	}
-	if !a.cfg.AllowPrivileged {
+	if a.cfg.DenyPrivileged {
 		if name, ok := privilegedContainer(pod); ok {
 			return ReasonPrivilegedNotAllowed, fmt.Sprintf("container %q is privileged and the node does not allow privileged containers", name)
 		}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -157,6 +159,45 @@ func TestShippedManifestsReachTheirPhasesOnTheInMemoryRuntime(t *testing.T) {
 	}
 }
 
+// controlPlaneManifest is shaped like kubeadm's static control-plane pods:
+// host network and a privileged container.
+const controlPlaneManifest = `apiVersion: v1
+kind: Pod
+metadata: {name: etcd, namespace: kube-system}
+spec:
+  hostNetwork: true
+  containers:
+  - name: etcd
+    image: registry.k8s.io/etcd:3.5.21-0
+    securityContext: {privileged: true}
+`
+
+func TestHostNetworkPrivilegedStaticPodRunsByDefaultAndIsRejectedWhenDisallowed(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "etcd.yaml"), []byte(controlPlaneManifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		want  want
+	}{
+		{"admitted by default, as by the kubelet", nil, want{"kube-system/etcd-test-node", "etcd", "Running", "running"}},
+		{"host namespaces disallowed", []string{"-allow-host-namespaces=false"},
+			want{"kube-system/etcd-test-node", "-", "Failed (HostNamespacesNotAllowed)", ""}},
+		{"privileged disallowed", []string{"-allow-privileged=false"},
+			want{"kube-system/etcd-test-node", "-", "Failed (PrivilegedNotAllowed)", ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, append([]string{"-pod-manifest-path", dir, "-node-name", "test-node"}, tc.flags...)...)
+			s.waitFrame(t, tc.want.phase, func(f string) bool { return matches(f, []want{tc.want}) })
+			if err := s.stop(t); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 func TestPodsFromManifestURLWithHeaders(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Token") != "secret" {
@@ -234,7 +275,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
 	for _, f := range []string{"pod-manifest-path", "manifest-url", "manifest-url-header", "node-name", "sync-frequency",
-		"file-check-frequency", "http-check-frequency", "allow-privileged", "max-pods", "v", "duration", "cri",
+		"file-check-frequency", "http-check-frequency", "allow-privileged", "allow-host-namespaces", "max-pods", "v", "duration", "cri",
 		"pause-image", "pod-logs-root", "pods-root", "cluster-dns", "cluster-domain", "resolv-conf", "cgroups-per-qos",
 		"cgroup-driver", "cgroup-root", "system-reserved", "kube-reserved", "enforce-node-allocatable"} {
 		if !regexp.MustCompile(`(?m)^  -` + regexp.QuoteMeta(f) + `\b`).MatchString(stderr.String()) {

@@ -28,8 +28,8 @@ func errConfig(format string, args ...any) error {
 // checkPod rejects what no container of the pod may ask for, before anything
 // of the pod is started.
 func (m *Manager) checkPod(pod *v1.Pod) error {
-	if !m.cfg.AllowPrivileged && podPrivileged(pod) {
-		return errConfig("pod %s/%s asks for a privileged container, but privileged containers are not allowed (Config.AllowPrivileged is off)", pod.Namespace, pod.Name)
+	if m.cfg.DenyPrivileged && podPrivileged(pod) {
+		return errConfig("pod %s/%s asks for a privileged container, but privileged containers are denied (Config.DenyPrivileged)", pod.Namespace, pod.Name)
 	}
 	return nil
 }
@@ -37,8 +37,8 @@ func (m *Manager) checkPod(pod *v1.Pod) error {
 // containerConfig builds the CRI config of one container instance. podIPs
 // are the sandbox's, for the downward API.
 func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, ctype string, restartCount int, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, hostPaths, error) {
-	if !m.cfg.AllowPrivileged && c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
-		return nil, hostPaths{}, errConfig("container %q is privileged, but privileged containers are not allowed (Config.AllowPrivileged is off)", c.Name)
+	if m.cfg.DenyPrivileged && c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+		return nil, hostPaths{}, errConfig("container %q is privileged, but privileged containers are denied (Config.DenyPrivileged)", c.Name)
 	}
 	vars, err := m.envResolver().Env(ctx, pod, c, podIPs)
 	if err != nil {

@@ -52,10 +52,11 @@ type Config struct {
 	// <uid>/volumes/kubernetes.io~empty-dir/<name> and termination-message
 	// files under <uid>/containers/<name>/. Default /var/lib/nodekit/pods.
 	PodsRoot string
-	// AllowPrivileged permits privileged containers (the kubelet's
-	// allow_privileged). Default false: a pod asking for one gets
-	// CreateContainerConfigError and nothing of it is started.
-	AllowPrivileged bool
+	// DenyPrivileged refuses privileged containers: a pod asking for one
+	// gets CreateContainerConfigError and nothing of it is started. Default
+	// false: they run, as with the kubelet, which no longer has
+	// allow-privileged.
+	DenyPrivileged bool
 	// RegistryPullQPS and RegistryBurst limit image pulls with a token
 	// bucket (the kubelet's registry_qps and registry_burst); a pull over
 	// the limit fails at once with ErrImagePull. Defaults 5 and 10; a

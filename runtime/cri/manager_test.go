@@ -192,16 +192,16 @@ func TestPrivilegedContainers(t *testing.T) {
 	privileged := func(p *v1.Pod) {
 		p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: ptr.To(true)}
 	}
-	t.Run("privileged pod is refused and nothing starts", func(t *testing.T) {
-		e := newFakeEnv(t)
+	t.Run("privileged pod is refused when denied and nothing starts", func(t *testing.T) {
+		e := newFakeEnv(t, func(c *cri.Config) { c.DenyPrivileged = true })
 		res := e.sync(t, newPod("priv", "busybox:1", privileged), nil)
 		require.ErrorIs(t, res.Error(), runtime.ErrCreateContainerConfig)
-		require.Contains(t, res.Error().Error(), "AllowPrivileged")
+		require.Contains(t, res.Error().Error(), "DenyPrivileged")
 		require.Zero(t, e.srv.Calls("RunPodSandbox"))
 		require.Zero(t, e.srv.Calls("CreateContainer"))
 	})
-	t.Run("privileged pod runs when allowed", func(t *testing.T) {
-		e := newFakeEnv(t, func(c *cri.Config) { c.AllowPrivileged = true })
+	t.Run("privileged pod runs by default, as with the kubelet", func(t *testing.T) {
+		e := newFakeEnv(t)
 		res := e.sync(t, newPod("priv", "busybox:1", privileged), nil)
 		require.NoError(t, res.Error())
 		require.Equal(t, 1, e.srv.Calls("StartContainer"))
