@@ -5,10 +5,12 @@ import (
 	"errors"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
@@ -241,6 +243,57 @@ func TestDuplicateNameInOneUpdateIsDroppedWithEvent(t *testing.T) {
 			assert.Equal(t, v1.EventTypeWarning, events[0].Type)
 			assert.Contains(t, events[0].Message, `duplicate pod name "foo"`)
 			assert.Same(t, dup, events[0].Object)
+		})
+	}
+}
+
+func TestPodWithoutUIDIsRejectedOnceWithEventAndErrorLog(t *testing.T) {
+	for _, op := range []PodOperation{ADD, SET} {
+		t.Run(op.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			var errs []string
+			log := funcr.New(func(prefix, args string) {
+				mu.Lock()
+				defer mu.Unlock()
+				errs = append(errs, args)
+			}, funcr.Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			rec := podconfigtest.NewRecorder(0)
+			c, err := NewPodConfig(Incremental, Options{Recorder: rec, Log: log})
+			require.NoError(t, err)
+			tt := &tester{t: t, ch: c.Channel(ctx, testSource), out: c.Updates(), config: c, rec: rec}
+
+			noUID := validPod("nouid", "new")
+			noUID.UID = ""
+			other := validPod("other", "new")
+			tt.send(update(op, testSource, noUID, other))
+			tt.expect(update(ADD, testSource, validPod("other", "new")))
+			tt.send(update(op, testSource, noUID.DeepCopy(), other))
+			tt.expectNothing()
+
+			events := rec.Events()
+			require.Len(t, events, 1, "one event however often the pod is sent")
+			assert.Equal(t, v1.EventTypeWarning, events[0].Type)
+			assert.Equal(t, ReasonFailedValidation, events[0].Reason)
+			assert.Contains(t, events[0].Message, "nouid_new")
+			assert.Contains(t, events[0].Message, "uid")
+			mu.Lock()
+			var noUIDErrs []string
+			for _, e := range errs {
+				if strings.Contains(e, `"error"`) && strings.Contains(e, "new/nouid") {
+					noUIDErrs = append(noUIDErrs, e)
+				}
+			}
+			mu.Unlock()
+			assert.Len(t, noUIDErrs, 1, "one error log line naming the pod")
+
+			// Gone and sent again: reported again.
+			tt.send(update(REMOVE, testSource, noUID.DeepCopy()))
+			tt.expectNothing()
+			tt.send(update(ADD, testSource, noUID.DeepCopy()))
+			tt.expectNothing()
+			assert.Len(t, rec.Events(), 2)
 		})
 	}
 }

@@ -15,7 +15,9 @@
 // DELETE (graceful deletion), anything else an UPDATE; identical pods produce
 // nothing. New pods get the config.source and config.seen annotations. A pod
 // whose name and namespace repeat within one update is dropped with a
-// FailedValidation event.
+// FailedValidation event; so is a pod without a UID (client-go's fake
+// clientset creates such pods), reported once by that event and an error log
+// while its source keeps sending it.
 //
 // Change detection fingerprints each incoming pod once (its generated
 // protobuf encoding, hashed) and compares with the fingerprint stored with

@@ -56,6 +56,10 @@ type podStorage struct {
 	pods  map[string]map[types.UID]entry
 	fp    *fingerprinter
 	names map[nameKey]struct{}
+	// noUID holds, per source, the pods without a UID that were reported
+	// (by name), with the SET generation that last had them, so that each
+	// is reported once while its source keeps sending it.
+	noUID map[string]map[nameKey]uint64
 	gen   uint64
 	ch    changes
 
@@ -75,6 +79,7 @@ func newPodStorage(updates chan<- PodUpdate, mode NotificationMode, o Options) *
 		pods:    map[string]map[types.UID]entry{},
 		fp:      newFingerprinter(),
 		names:   map[nameKey]struct{}{},
+		noUID:   map[string]map[nameKey]uint64{},
 		seen:    map[string]struct{}{},
 	}
 }
@@ -191,6 +196,10 @@ func (s *podStorage) merge(source string, u PodUpdate) {
 			if p == nil {
 				continue
 			}
+			if p.UID == "" {
+				delete(s.noUID[source], nameKey{p.Name, p.Namespace})
+				continue
+			}
 			if e, ok := pods[p.UID]; ok {
 				delete(pods, p.UID)
 				s.ch.removes = append(s.ch.removes, e.pod)
@@ -205,6 +214,11 @@ func (s *podStorage) merge(source string, u PodUpdate) {
 			if e.mark != s.gen {
 				delete(pods, uid)
 				s.ch.removes = append(s.ch.removes, e.pod)
+			}
+		}
+		for k, mark := range s.noUID[source] {
+			if mark != s.gen {
+				delete(s.noUID[source], k)
 			}
 		}
 	default:
@@ -223,6 +237,10 @@ func (s *podStorage) apply(source string, incoming []*v1.Pod, pods map[types.UID
 	for i, ref := range incoming {
 		if ref == nil {
 			s.log.Info("Ignoring nil pod", "source", source, "index", i)
+			continue
+		}
+		if ref.UID == "" {
+			s.rejectNoUID(source, ref, mark)
 			continue
 		}
 		if checkNames {
@@ -273,6 +291,26 @@ func (s *podStorage) apply(source string, incoming []*v1.Pod, pods map[types.UID
 			s.ch.updates = append(s.ch.updates, ref)
 		}
 	}
+}
+
+// rejectNoUID drops a pod without a UID (one from client-go's fake
+// clientset, say): the agent keys every pod by UID. It is reported once, by
+// an error log and a Warning event, while its source keeps sending it.
+func (s *podStorage) rejectNoUID(source string, ref *v1.Pod, mark uint64) {
+	seen := s.noUID[source]
+	if seen == nil {
+		seen = map[nameKey]uint64{}
+		s.noUID[source] = seen
+	}
+	k := nameKey{ref.Name, ref.Namespace}
+	if _, reported := seen[k]; !reported {
+		s.log.Error(nil, "Pod has no UID, ignoring it", "pod", klogRef(ref), "source", source)
+		if err := SafeEventf(s.rec, ref, v1.EventTypeWarning, ReasonFailedValidation,
+			"Error validating pod %s from %s: metadata.uid is empty, ignoring", podutil.FullName(ref), source); err != nil {
+			s.log.Error(err, "Recording event")
+		}
+	}
+	seen[k] = mark
 }
 
 // adopt makes ref the stored version of existing: it carries over the
