@@ -87,6 +87,7 @@ func TestRunOnce(t *testing.T) {
 		files   map[string]string
 		setup   func(*fake.Runtime)
 		maxPods int
+		deny    bool // DenyPrivileged
 		// want maps pod name to the phase it reports, and whether it ran.
 		want map[string]struct {
 			phase v1.PodPhase
@@ -106,7 +107,8 @@ func TestRunOnce(t *testing.T) {
 			}{"web-n1": {v1.PodRunning, true}, "job-n1": {v1.PodSucceeded, true}},
 		},
 		{
-			name: "privileged pod is rejected and never reaches the runtime",
+			name: "privileged pod is rejected when denied and never reaches the runtime",
+			deny: true,
 			files: map[string]string{
 				"web.yaml":  manifest("web", v1.RestartPolicyAlways, "web", ""),
 				"priv.yaml": manifest("priv", v1.RestartPolicyAlways, "priv", "    securityContext:\n      privileged: true\n"),
@@ -158,6 +160,7 @@ func TestRunOnce(t *testing.T) {
 			if tt.maxPods != 0 {
 				c.MaxPods = tt.maxPods
 			}
+			c.DenyPrivileged = tt.deny
 			a, err := New(c)
 			if err != nil {
 				t.Fatal(err)
