@@ -47,6 +47,7 @@ type options struct {
 	syncFrequency           time.Duration
 	fileCheck, httpCheck    time.Duration
 	allowPrivileged         bool
+	allowHostNamespaces     bool
 	maxPods                 int
 	verbosity               int
 	duration                time.Duration
@@ -86,7 +87,8 @@ Flags:
 	fs.DurationVar(&o.syncFrequency, "sync-frequency", time.Minute, "how often every pod is synced again without a change")
 	fs.DurationVar(&o.fileCheck, "file-check-frequency", 20*time.Second, "how often -pod-manifest-path is re-read besides file notifications")
 	fs.DurationVar(&o.httpCheck, "http-check-frequency", 20*time.Second, "how often -manifest-url is polled")
-	fs.BoolVar(&o.allowPrivileged, "allow-privileged", false, "admit pods with privileged containers (rejected otherwise)")
+	fs.BoolVar(&o.allowPrivileged, "allow-privileged", true, "admit pods with privileged containers; false rejects them")
+	fs.BoolVar(&o.allowHostNamespaces, "allow-host-namespaces", true, "admit pods using the host's network, PID or IPC namespace; false rejects them")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "how many pods may run, the Node's pods capacity")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up more detail (logs go to stderr)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long, as on SIGINT; 0 runs until signalled")
@@ -315,7 +317,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		HTTPCheckFrequency: o.httpCheck,
 		SyncFrequency:      o.syncFrequency,
 		MaxPods:            o.maxPods,
-		AllowPrivileged:    o.allowPrivileged,
+		DenyPrivileged:     !o.allowPrivileged,
+		DenyHostNamespaces: !o.allowHostNamespaces,
 		Node: &node.Config{
 			Nodes:          cs.CoreV1().Nodes(),
 			Leases:         cs.CoordinationV1().Leases(v1.NamespaceNodeLease),
@@ -355,12 +358,12 @@ func newRuntime(ctx context.Context, o *options, log logr.Logger) (runtime.Runti
 		return nil, nil, err
 	}
 	m, err := cri.New(ctx, cri.Config{
-		DNS:             dnsc,
-		Endpoint:        o.criEndpoint,
-		PodLogsRoot:     o.podLogsRoot,
-		PodsRoot:        o.podsRoot,
-		AllowPrivileged: o.allowPrivileged,
-		Log:             log.WithName("cri"),
+		DNS:            dnsc,
+		Endpoint:       o.criEndpoint,
+		PodLogsRoot:    o.podLogsRoot,
+		PodsRoot:       o.podsRoot,
+		DenyPrivileged: !o.allowPrivileged,
+		Log:            log.WithName("cri"),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("-cri %s: %w", o.criEndpoint, err)
