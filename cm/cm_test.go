@@ -314,3 +314,18 @@ func TestSystemdDriverWithoutSystemdIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, cm.ErrInvalidConfig)
 	require.ErrorContains(t, err, "systemd does not run here")
 }
+
+func BenchmarkEnsurePodExisting(b *testing.B) {
+	mount := b.TempDir()
+	require.NoError(b, os.WriteFile(filepath.Join(mount, "cgroup.controllers"), nil, 0o644))
+	m, err := cm.New(context.Background(), cm.Config{MountPoint: mount, Capacity: rl("2", "4Gi")})
+	require.NoError(b, err)
+	_, err = m.EnsurePod(burstable)
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.EnsurePod(burstable); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
