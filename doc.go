@@ -28,6 +28,9 @@
 //     cache, sync to the apiserver, mirror pods.
 //   - agent: the default assembly of all of the above, the easiest place to
 //     start.
+//   - node: the Node object: registration, node status and conditions as
+//     the kubelet reports them, the node Lease, provider hooks; the agent
+//     uses it with Config.Node, examples/kubenode joins a real cluster.
 //   - podutil: the config.* annotations and static/mirror pod helpers all
 //     packages share.
 //   - cm: the kubelet's QoS cgroups for pods and node allocatable, for
