@@ -7,12 +7,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/node/nodetest"
 	"github.com/nodekit/nodekit/runtime/fake"
 )
 
-func benchController(b *testing.B) (*Controller, *nodetest.Fake) {
+func benchController(b *testing.B, clk clock.Clock) (*Controller, *nodetest.Fake) {
 	b.Helper()
 	api := nodetest.New()
 	rt, err := fake.New(fake.Config{})
@@ -28,6 +30,7 @@ func benchController(b *testing.B) (*Controller, *nodetest.Fake) {
 		NodeName: "bench", Nodes: api.Nodes(), Leases: api.Leases(), Runtime: rt,
 		HealthChecks: []HealthCheck{{Name: "PLEG", Check: func() (bool, error) { return true, nil }}},
 		Capacity:     v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi")},
+		Clock:        clk,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -43,7 +46,7 @@ func benchController(b *testing.B) (*Controller, *nodetest.Fake) {
 // health check, conditions) and its comparison with the last one sent: what
 // a node does every 10s.
 func BenchmarkStatusComputation(b *testing.B) {
-	ctl, _ := benchController(b)
+	ctl, _ := benchController(b, nil)
 	ctx := context.Background()
 	base := ctl.current()
 	now := time.Now()
@@ -60,11 +63,39 @@ func BenchmarkStatusComputation(b *testing.B) {
 // written, against nodetest's in-memory apiserver (whose copies are part of
 // the cost).
 func BenchmarkLeaseRenewal(b *testing.B) {
-	ctl, _ := benchController(b)
+	ctl, _ := benchController(b, nil)
 	ctx := context.Background()
 	ctl.syncLease(ctx)
 	b.ReportAllocs()
 	for b.Loop() {
 		ctl.syncLease(ctx)
 	}
+}
+
+// BenchmarkIdleHour drives one node through an hour in which nothing
+// changes, on a fake clock, with the status computed every UpdateFrequency
+// and the Lease renewed every RenewInterval, as Run's loops do, and reports
+// the apiserver requests it made.
+func BenchmarkIdleHour(b *testing.B) {
+	ctx := context.Background()
+	var lease, status, other int
+	for b.Loop() {
+		clk := clocktesting.NewFakeClock(time.Now())
+		ctl, api := benchController(b, clk)
+		ctl.syncLease(ctx)
+		api.ClearActions()
+		for range time.Hour / (10 * time.Second) {
+			clk.Step(10 * time.Second)
+			if err := ctl.syncStatus(ctx); err != nil {
+				b.Fatal(err)
+			}
+			ctl.syncLease(ctx)
+		}
+		lease = api.Count("leases", nodetest.VerbUpdate, "")
+		status = api.Count("nodes", nodetest.VerbUpdate, "status")
+		other = len(api.Actions()) - lease - status
+	}
+	b.ReportMetric(float64(lease), "lease-updates/node/h")
+	b.ReportMetric(float64(status), "status-updates/node/h")
+	b.ReportMetric(float64(other), "other-requests/node/h")
 }
