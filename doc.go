@@ -26,6 +26,8 @@
 //     terminated state machine, grace periods, requeue.
 //   - status: the pod status manager: API status generation, a versioned
 //     cache, sync to the apiserver, mirror pods.
+//   - prober: liveness, readiness and startup probes (HTTP, TCP, gRPC,
+//     exec through runtime.CommandRunner), their results and updates.
 //   - agent: the default assembly of all of the above, the easiest place to
 //     start.
 //   - node: the Node object: registration, node status and conditions as

@@ -12,6 +12,14 @@
 // keeps the API statuses and, when a client is configured, syncs them and the
 // mirror pods of static pods to the apiserver.
 //
+// The agent runs the pods' probes with package prober: readiness and
+// startup verdicts become the containers' Ready and Started (and so the
+// ContainersReady and Ready conditions, with readiness gates); a container
+// (or sidecar) that fails its liveness or startup probe is killed with the
+// kubelet's Killing event, and its restart policy and back-off decide what
+// follows. Exec probes need a runtime that implements
+// runtime.CommandRunner.
+//
 // With Config.Node the agent also registers the Node and keeps its status
 // and Lease (package node): MaxPods is the pods capacity, Ready follows the
 // runtime's status and the PLEG's health, and mirror pods are owned by the

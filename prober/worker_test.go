@@ -1,15 +1,22 @@
 package prober
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 const hang = -1
@@ -327,4 +334,66 @@ func TestExpandCommand(t *testing.T) {
 			t.Fatalf("arg %d: %q, want %q", i, got[i], want[i])
 		}
 	}
+}
+
+// gateRunner blocks every command until released and counts how many run
+// at once.
+type gateRunner struct {
+	mu            sync.Mutex
+	running, peak int
+	release       chan struct{}
+}
+
+func (g *gateRunner) ExecSync(ctx context.Context, _ runtime.ContainerID, _ []string, _ time.Duration) ([]byte, []byte, int, error) {
+	g.mu.Lock()
+	g.running++
+	g.peak = max(g.peak, g.running)
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.running--
+		g.mu.Unlock()
+	}()
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return nil, nil, 0, ctx.Err()
+	}
+	return nil, nil, 0, nil
+}
+
+func TestProbesRunAtMostMaxConcurrentAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		st := &fakeStatus{m: map[types.UID]*v1.PodStatus{}}
+		g := &gateRunner{release: make(chan struct{})}
+		m, err := New(Config{Status: st, Runner: g, Clock: clk, MaxConcurrent: 2, Jitter: func(time.Duration) time.Duration { return 0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = m.Run(ctx) }()
+		yes := true
+		for i := 0; i < 5; i++ {
+			pod := podWith(fmt.Sprintf("u%d", i), v1.Container{Name: "app", ReadinessProbe: execProbe("x")})
+			st.set(pod.UID, v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "app",
+				ContainerID: fmt.Sprintf("fake://c%d", i), Started: &yes,
+				State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(clk.Now())}}}}})
+			m.AddPod(pod)
+		}
+		synctest.Wait()
+		if g.running != 2 {
+			t.Fatalf("%d probes running, want MaxConcurrent=2", g.running)
+		}
+		for i := 0; i < 5; i++ {
+			g.release <- struct{}{}
+		}
+		synctest.Wait()
+		if g.peak != 2 || g.running != 0 {
+			t.Fatalf("peak %d running %d; want peak 2 and all done", g.peak, g.running)
+		}
+		cancel()
+		<-done
+	})
 }

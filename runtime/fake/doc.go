@@ -29,9 +29,13 @@
 //	st, _ := rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 //
 // Where the fake differs from a real runtime:
-//   - No processes, images, volumes, logs, exec, port-forward or probes; an
-//     image is a name, pulling it is instant unless programmed otherwise,
-//     RemoveImage does not check whether containers use it.
+//   - No processes, images, volumes, logs or port-forward; an image is a
+//     name, pulling it is instant unless programmed otherwise, RemoveImage
+//     does not check whether containers use it.
+//   - ExecSync (exec probes) runs nothing: it answers what SetExecResult
+//     programmed per container name and command (exit 0 otherwise), and a
+//     command programmed to hang fails with runtime.ErrExecTimeout when its
+//     timeout has passed on the clock.
 //   - IDs are "fake://c<n>" for containers and "sandbox<n>" for sandboxes;
 //     pod IPs are 10.x.y.z from a counter, host-network pods have none.
 //   - SyncPod trusts the status it is given, as the kubelet does; a stale
