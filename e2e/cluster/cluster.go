@@ -57,6 +57,12 @@ type Config struct {
 	APIServerArgs []string
 	// ReadyTimeout bounds each server's start-up. Default 90s.
 	ReadyTimeout time.Duration
+	// ServiceAccountAdmission keeps the ServiceAccount admission plugin on,
+	// so pods get the kube-api-access volume as in a real cluster. With no
+	// controller-manager, the test creates the service accounts and the
+	// kube-root-ca.crt configMaps itself. Default off: admission would
+	// refuse every pod for the missing default service account.
+	ServiceAccountAdmission bool
 }
 
 // Cluster is a running etcd and kube-apiserver. Its methods are safe for
@@ -221,14 +227,16 @@ func (a *APIServer) Start(ctx context.Context) error {
 		"--service-account-signing-key-file=" + filepath.Join(d, "sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
-		// No controller-manager creates the default service account, so
-		// admission must not require it.
-		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
 		// The endpoint reconciler refuses a loopback advertise address.
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 	}, a.c.cfg.APIServerArgs...)
+	if !a.c.cfg.ServiceAccountAdmission {
+		// No controller-manager creates the default service account, so
+		// admission must not require it.
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
+	}
 	p, err := startProcess("kube-apiserver", a.c.cfg.Binaries.APIServer, args, filepath.Join(d, "kube-apiserver-"+port+".log"))
 	if err != nil {
 		a.mu.Unlock()

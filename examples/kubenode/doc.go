@@ -21,6 +21,8 @@
 //
 // The credentials need what a kubelet's need: create, get and update Nodes
 // and nodes/status, Leases in kube-node-lease, list and watch Pods bound to
-// the node, patch pods/status, create and delete (mirror) pods. An
+// the node, patch pods/status, create and delete (mirror) pods; with -cri
+// also get configMaps and secrets, list services and create
+// serviceaccounts/token, for the pods' environments and volumes. An
 // apiserver that refuses the Node ends the program with its reason.
 package main

@@ -53,6 +53,7 @@ type options struct {
 	duration                time.Duration
 	criEndpoint, pauseImage string
 	podLogsRoot, podsRoot   string
+	objectCacheTTL          time.Duration
 	dns                     dnsOptions
 }
 
@@ -95,7 +96,8 @@ Flags:
 	fs.StringVar(&o.criEndpoint, "cri", "", "CRI runtime endpoint, e.g. unix:///run/containerd/containerd.sock; empty for the in-memory runtime")
 	fs.StringVar(&o.pauseImage, "pause-image", "", "with -cri: the sandbox image the runtime is configured with; pulled at start if missing")
 	fs.StringVar(&o.podLogsRoot, "pod-logs-root", "/var/log/pods", "with -cri: root of the container log directories")
-	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (emptyDir volumes, termination messages)")
+	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (volumes, termination messages)")
+	fs.DurationVar(&o.objectCacheTTL, "object-cache-ttl", time.Minute, "with -cri: how long configMaps, secrets and services read for pods are used before they are read again")
 	o.dns.addFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -294,7 +296,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rt, closeRuntime, err := newRuntime(ctx, o, log)
+	rt, closeRuntime, err := newRuntime(ctx, o, cs, log)
 	if err != nil {
 		return err
 	}
@@ -345,7 +347,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // newRuntime returns the runtime o asks for and a function that releases it.
-func newRuntime(ctx context.Context, o *options, log logr.Logger) (runtime.Runtime, func(), error) {
+func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, log logr.Logger) (runtime.Runtime, func(), error) {
 	if o.criEndpoint == "" {
 		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1)})
 		if err != nil {
@@ -357,7 +359,13 @@ func newRuntime(ctx context.Context, o *options, log logr.Logger) (runtime.Runti
 	if err != nil {
 		return nil, nil, err
 	}
+	env, vols, err := podSources(cs, o, log)
+	if err != nil {
+		return nil, nil, err
+	}
 	m, err := cri.New(ctx, cri.Config{
+		Env:            env,
+		Volumes:        vols,
 		DNS:            dnsc,
 		Endpoint:       o.criEndpoint,
 		PodLogsRoot:    o.podLogsRoot,
