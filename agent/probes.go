@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -114,6 +115,43 @@ func (a *Agent) killUnhealthy(ctx context.Context, pod *v1.Pod, rs *runtime.PodS
 	}
 	// SyncPod decides on the restart from the state after the kill.
 	return a.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+}
+
+// markStartupPending returns rs with StartupPending set on the running
+// sidecars whose startup probe has not passed, so that ComputePodActions
+// holds what follows them, as the kubelet does. What it changes is copied:
+// rs may be the cache's.
+func (a *Agent) markStartupPending(pod *v1.Pod, rs *runtime.PodStatus) *runtime.PodStatus {
+	if rs == nil {
+		return rs
+	}
+	var out *runtime.PodStatus
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.StartupProbe == nil || c.RestartPolicy == nil || *c.RestartPolicy != v1.ContainerRestartPolicyAlways {
+			continue
+		}
+		for j, cs := range rs.ContainerStatuses {
+			if cs.Name != c.Name || cs.State != runtime.ContainerStateRunning {
+				continue
+			}
+			if r, _ := a.prober.Result(prober.Startup, cs.ID); r == prober.Success {
+				continue
+			}
+			if out == nil {
+				cp := *rs
+				cp.ContainerStatuses = slices.Clone(rs.ContainerStatuses)
+				out = &cp
+			}
+			pending := *cs
+			pending.StartupPending = true
+			out.ContainerStatuses[j] = &pending
+		}
+	}
+	if out == nil {
+		return rs
+	}
+	return out
 }
 
 // probedContainer returns the regular container or sidecar named name.

@@ -197,6 +197,33 @@ func TestSidecarsAreProbedAndRestarted(t *testing.T) {
 	})
 }
 
+func TestSidecarStartupProbeHoldsTheApp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, rt, _ := bubbleAgent(t, nil)
+		rt.SetExecResult("side", []string{"started"}, fake.ExecResult{ExitCode: 1})
+		pod := newPod("sidestart", v1.RestartPolicyAlways, "app")
+		startup := execProbe(1, "started")
+		startup.FailureThreshold = 60
+		pod.Spec.InitContainers = []v1.Container{{Name: "side", Image: "img-side", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways),
+			StartupProbe: startup}}
+		a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+		settle(10 * time.Second)
+		p := podOf(a, pod)
+		require.Len(t, p.Status.InitContainerStatuses, 1)
+		require.NotNil(t, p.Status.InitContainerStatuses[0].State.Running, "the sidecar runs")
+		assert.False(t, *p.Status.InitContainerStatuses[0].Started)
+		assert.Nil(t, p.Status.ContainerStatuses[0].State.Running, "the app waits for the sidecar's startup probe")
+		assert.Equal(t, v1.ConditionFalse, condition(p, v1.PodInitialized))
+
+		rt.SetExecResult("side", []string{"started"}, fake.ExecResult{})
+		settle(5 * time.Second)
+		p = podOf(a, pod)
+		assert.True(t, *p.Status.InitContainerStatuses[0].Started)
+		assert.NotNil(t, p.Status.ContainerStatuses[0].State.Running, "the app runs once the sidecar started")
+		assert.Equal(t, v1.ConditionTrue, condition(p, v1.PodInitialized))
+	})
+}
+
 func TestBadProbeLeavesThePodRunningAndUnready(t *testing.T) {
 	cases := []struct {
 		name  string

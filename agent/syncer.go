@@ -52,6 +52,7 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 	if err != nil {
 		return false, err
 	}
+	rs = a.markStartupPending(pod, rs)
 	res := a.cfg.Runtime.SyncPod(ctx, pod, rs, nil, a.backoff)
 	if a.metrics != nil {
 		a.metrics.syncResult(pod, &res)

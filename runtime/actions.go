@@ -67,7 +67,9 @@ const (
 // sidecar containers (restartable init containers) and container-level
 // restart policies and rules. It does not decide back-off: SyncPod checks the
 // back-off of each container when it starts it. Liveness and startup probe
-// results and in-place resize are not considered. One deliberate difference:
+// failures are not considered (the caller kills such containers first); a
+// sidecar's pending startup probe is, through ContainerStatus.StartupPending.
+// In-place resize is not considered. One deliberate difference:
 // when a sandbox is recreated, a container that exited and whose restart
 // policy (or rule) keeps it down is not started again; the kubelet only
 // spares containers that succeeded under OnFailure.
@@ -209,6 +211,9 @@ func computeInitContainerActions(pod *v1.Pod, status *PodStatus, a *PodActions) 
 		case ContainerStateRunning:
 			if !sidecar {
 				break // a regular init container still at work
+			}
+			if cs.StartupPending && !previous {
+				break // what follows waits for its startup probe
 			}
 			if i == len(inits)-1 {
 				initialized = true

@@ -528,6 +528,21 @@ func TestComputePodActionsSidecars(t *testing.T) {
 			want: plan{Start: []int{0}},
 		},
 		{
+			name: "sidecar whose startup probe is pending holds the next init container",
+			pod:  newPod(inits(sc0, i1)), status: ready(startupPending(running(sc0))),
+			want: plan{},
+		},
+		{
+			name: "last sidecar whose startup probe is pending holds the app",
+			pod:  newPod(inits(i0, sc0)), status: ready(exited(i0, 0), startupPending(running(sc0))),
+			want: plan{},
+		},
+		{
+			name: "a pending startup probe does not hold a pod initialized before",
+			pod:  newPod(inits(sc0)), status: ready(startupPending(running(sc0)), running(app)),
+			want: plan{},
+		},
+		{
 			name: "sidecar keeps running beside a running init container",
 			pod:  newPod(inits(sc0, i1)), status: ready(running(sc0), running(i1)),
 			want: plan{},
@@ -660,4 +675,9 @@ func BenchmarkComputePodActions(b *testing.B) {
 	for b.Loop() {
 		ComputePodActions(pod, st)
 	}
+}
+
+func startupPending(cs *ContainerStatus) *ContainerStatus {
+	cs.StartupPending = true
+	return cs
 }

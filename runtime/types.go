@@ -127,6 +127,11 @@ type ContainerStatus struct {
 	// runtime has no sandboxes or cannot tell; ComputePodActions then takes
 	// the container to belong to the current sandbox.
 	SandboxID string
+	// StartupPending is not the runtime's: the caller of SyncPod sets it on
+	// a running sidecar (restartable init container) whose startup probe
+	// has not passed yet, and ComputePodActions then waits for it before
+	// starting what follows, as the kubelet does.
+	StartupPending bool
 }
 
 // SandboxStatus is the status of one pod sandbox.
