@@ -134,7 +134,7 @@ func New(c Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pleg: %w", err)
 	}
-	if a.metrics, err = newAgentMetrics(c.Registerer); err != nil {
+	if a.metrics, err = newAgentMetrics(c.Registerer, c.NodeName); err != nil {
 		return nil, err
 	}
 	a.setRuntimeErr(errors.New("runtime status not checked yet"))

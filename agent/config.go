@@ -122,7 +122,7 @@ type Config struct {
 	// parts: the PLEG's (kubelet_pleg_*, kubelet_running_pods,
 	// kubelet_running_containers), the pod workers'
 	// (kubelet_pod_worker_duration_seconds, kubelet_restarted_pods_total)
-	// and the agent's own (kubelet_started_pods_total,
+	// and the agent's own (kubelet_node_name, kubelet_started_pods_total,
 	// kubelet_started_containers_total, their _errors_total,
 	// kubelet_pod_start_duration_seconds,
 	// kubelet_pod_start_sli_duration_seconds). Runtime operations are the

@@ -37,10 +37,14 @@ type agentMetrics struct {
 	firstNetworkPod atomic.Bool
 }
 
-func newAgentMetrics(reg prometheus.Registerer) (*agentMetrics, error) {
+func newAgentMetrics(reg prometheus.Registerer, nodeName string) (*agentMetrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
+	node := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Subsystem: promutil.Subsystem, Name: "node_name", Help: "The node's name. The count is always 1.",
+	}, []string{"node"})
+	node.WithLabelValues(nodeName).Set(1)
 	m := &agentMetrics{
 		startedPods: prometheus.NewCounter(prometheus.CounterOpts{
 			Subsystem: promutil.Subsystem, Name: "started_pods_total", Help: "Cumulative number of pods started",
@@ -65,7 +69,7 @@ func newAgentMetrics(reg prometheus.Registerer) (*agentMetrics, error) {
 			Buckets: promutil.PodStartupBuckets(),
 		}, []string{"first_with_network"}),
 	}
-	if err := promutil.Register(reg, m.startedPods, m.startedPodsErrors, m.startedContainers, m.startedContainersErrors, m.podStart, m.podStartSLI); err != nil {
+	if err := promutil.Register(reg, node, m.startedPods, m.startedPodsErrors, m.startedContainers, m.startedContainersErrors, m.podStart, m.podStartSLI); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w: %w", err, ErrInvalidConfig)
 	}
 	return m, nil

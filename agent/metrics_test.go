@@ -81,6 +81,7 @@ func TestAgentMetricsAfterAPodStarts(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
+		{"kubelet_node_name", map[string]string{"node": "n1"}, 1},
 		{"kubelet_started_pods_total", nil, 1},
 		{"kubelet_started_pods_errors_total", nil, 0},
 		{"kubelet_started_containers_total", map[string]string{"container_type": "container"}, 2},
@@ -178,7 +179,7 @@ func TestPodStartDurationsAreObservedOnceWhenThePodStarts(t *testing.T) {
 	pending := &v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "a", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}}}}}
 	run := &v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "a", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
 	reg := prometheus.NewPedanticRegistry()
-	m, err := newAgentMetrics(reg)
+	m, err := newAgentMetrics(reg, "n1")
 	if err != nil {
 		t.Fatal(err)
 	}
