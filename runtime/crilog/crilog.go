@@ -1,0 +1,295 @@
+package crilog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of Options.
+const (
+	DefaultPollInterval = 250 * time.Millisecond
+)
+
+// Options says how to follow a file; without Follow in the log options
+// they are not used.
+type Options struct {
+	// Running reports whether the container still runs; following ends
+	// once it does not and the file has nothing more. nil: follow until
+	// ctx ends.
+	Running func(ctx context.Context) bool
+	// PollInterval is how often a followed file is checked for new lines.
+	// Default 250ms.
+	PollInterval time.Duration
+	// Clock drives the polling and sinceSeconds. Default the real clock.
+	Clock clock.Clock
+}
+
+// ErrBadLine is wrapped by the error of a line that is not in the CRI
+// format; ReadLogs skips such lines.
+var ErrBadLine = errors.New("crilog: line is not in the CRI log format")
+
+// stdout and stderr, the stream field.
+const (
+	streamStdout = "stdout"
+	streamStderr = "stderr"
+)
+
+// maxLine bounds one line read from the file: runtimes split longer output
+// into partial lines of 16 KiB, so a longer one is not the CRI's.
+const maxLine = 1 << 20
+
+// Line is one parsed line of a CRI log file.
+type Line struct {
+	Time    time.Time
+	Stream  string // "stdout" or "stderr"
+	Partial bool   // tag P: the message continues on the next line
+	Message []byte // without the newline
+}
+
+// ParseLine parses one line (without its newline).
+func ParseLine(b []byte) (Line, error) {
+	var l Line
+	ts, rest, ok := bytes.Cut(b, []byte{' '})
+	if !ok {
+		return l, fmt.Errorf("%w: no timestamp", ErrBadLine)
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(ts))
+	if err != nil {
+		return l, fmt.Errorf("%w: timestamp: %v", ErrBadLine, err)
+	}
+	stream, rest, ok := bytes.Cut(rest, []byte{' '})
+	if !ok || (string(stream) != streamStdout && string(stream) != streamStderr) {
+		return l, fmt.Errorf("%w: stream %q", ErrBadLine, stream)
+	}
+	tag, msg, ok := bytes.Cut(rest, []byte{' '})
+	if !ok {
+		// an empty message may come without the separator
+		tag, msg = rest, nil
+	}
+	// tags are ':'-separated; the first is P(artial) or F(ull)
+	first, _, _ := bytes.Cut(tag, []byte{':'})
+	switch string(first) {
+	case "P":
+		l.Partial = true
+	case "F":
+	default:
+		return l, fmt.Errorf("%w: tag %q", ErrBadLine, tag)
+	}
+	l.Time, l.Stream, l.Message = t, string(stream), msg
+	return l, nil
+}
+
+// ReadLogs writes the log file at path to stdout and stderr as opts asks,
+// each message (with its timestamp if opts.Timestamps) to the writer of
+// its stream. A missing file is an error; lines not in the CRI format are
+// skipped. It returns nil at the end of the file, or with opts.Follow once
+// the container stopped (o.Running) and the file is drained; ctx's error
+// if ctx ends first.
+func ReadLogs(ctx context.Context, path string, opts *v1.PodLogOptions, o Options, stdout, stderr io.Writer) error {
+	if opts == nil {
+		opts = &v1.PodLogOptions{}
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("crilog: open log file: %w", err)
+	}
+	defer f.Close()
+
+	start := int64(0)
+	if opts.TailLines != nil {
+		if start, err = tailOffset(f, *opts.TailLines); err != nil {
+			return fmt.Errorf("crilog: %w", err)
+		}
+	}
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return fmt.Errorf("crilog: %w", err)
+	}
+	w := &writer{stdout: stdout, stderr: stderr, timestamps: opts.Timestamps, remaining: -1}
+	if opts.LimitBytes != nil {
+		w.remaining = *opts.LimitBytes
+	}
+	switch {
+	case opts.SinceTime != nil:
+		w.since = opts.SinceTime.Time
+	case opts.SinceSeconds != nil:
+		w.since = o.Clock.Now().Add(-time.Duration(*opts.SinceSeconds) * time.Second)
+	}
+
+	r := bufio.NewReaderSize(f, 32<<10)
+	var pending []byte // a line read up to EOF without its newline yet
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		chunk, err := r.ReadSlice('\n')
+		switch {
+		case err == nil:
+			line := chunk[:len(chunk)-1]
+			if len(pending) > 0 {
+				pending = append(pending, line...)
+				line = pending
+			}
+			done, werr := w.line(line)
+			pending = pending[:0]
+			if werr != nil || done {
+				return werr
+			}
+			continue
+		case errors.Is(err, bufio.ErrBufferFull):
+			if len(pending)+len(chunk) > maxLine {
+				return fmt.Errorf("crilog: %s: line longer than %d bytes", path, maxLine)
+			}
+			pending = append(pending, chunk...)
+			continue
+		case err != io.EOF:
+			return fmt.Errorf("crilog: %w", err)
+		}
+		// EOF: keep an unterminated line for when its rest arrives
+		pending = append(pending, chunk...)
+		if !opts.Follow {
+			return nil
+		}
+		if o.Running != nil && !o.Running(ctx) {
+			// one more pass: lines written just before the exit
+			if err := drain(r, w, pending); err != nil || ctx.Err() != nil {
+				return err
+			}
+			return nil
+		}
+		t := o.Clock.NewTimer(o.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C():
+		}
+	}
+}
+
+// drain writes the complete lines left in r after pending.
+func drain(r *bufio.Reader, w *writer, pending []byte) error {
+	rest, err := io.ReadAll(io.LimitReader(r, maxLine))
+	if err != nil {
+		return fmt.Errorf("crilog: %w", err)
+	}
+	data := append(pending, rest...)
+	for {
+		line, more, ok := bytes.Cut(data, []byte{'\n'})
+		if !ok {
+			return nil
+		}
+		if done, err := w.line(line); err != nil || done {
+			return err
+		}
+		data = more
+	}
+}
+
+// writer applies the output options to parsed lines.
+type writer struct {
+	stdout, stderr io.Writer
+	timestamps     bool
+	since          time.Time
+	remaining      int64 // bytes left under limitBytes; -1: no limit
+	partial        bool  // the last message written was partial
+}
+
+// line writes one raw line; done reports that limitBytes is reached.
+func (w *writer) line(raw []byte) (done bool, err error) {
+	l, perr := ParseLine(raw)
+	if perr != nil {
+		return false, nil
+	}
+	if !w.since.IsZero() && l.Time.Before(w.since) {
+		return false, nil
+	}
+	out := w.stdout
+	if l.Stream == streamStderr {
+		out = w.stderr
+	}
+	var buf []byte
+	if w.timestamps && !w.partial {
+		// as the kubelet: the timestamp once per whole line
+		buf = append(buf, l.Time.Format(time.RFC3339Nano)...)
+		buf = append(buf, ' ')
+	}
+	buf = append(buf, l.Message...)
+	if !l.Partial {
+		buf = append(buf, '\n')
+	}
+	w.partial = l.Partial
+	if w.remaining >= 0 && int64(len(buf)) >= w.remaining {
+		buf, done = buf[:w.remaining], true
+	}
+	if len(buf) > 0 {
+		if _, err := out.Write(buf); err != nil {
+			return true, err
+		}
+	}
+	if w.remaining >= 0 {
+		w.remaining -= int64(len(buf))
+	}
+	return done, nil
+}
+
+// tailOffset returns the offset of the start of the last n lines of f,
+// reading it backwards in blocks: memory stays bounded however big f is.
+// A partial (P) line belongs to the whole line it starts, as in the
+// kubelet, which counts newlines only.
+func tailOffset(f *os.File, n int64) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := fi.Size()
+	if n <= 0 {
+		return size, nil
+	}
+	const block = 8 << 10
+	buf := make([]byte, block)
+	end := size
+	// a final newline ends the last line rather than starting another
+	var found int64
+	if size > 0 {
+		last := buf[:1]
+		if _, err := f.ReadAt(last, size-1); err != nil {
+			return 0, err
+		}
+		if last[0] == '\n' {
+			found = -1
+		}
+	}
+	for end > 0 {
+		off := max(0, end-block)
+		b := buf[:end-off]
+		if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+			return 0, err
+		}
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] != '\n' {
+				continue
+			}
+			found++
+			if found == n {
+				return off + int64(i) + 1, nil
+			}
+		}
+		end = off
+	}
+	return 0, nil
+}
