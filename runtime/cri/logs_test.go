@@ -52,7 +52,9 @@ func TestRealContainerLogs(t *testing.T) {
 	// follow from the start: every line, ending when the container exits
 	var followed lockedBuffer
 	done := make(chan error, 1)
-	go func() { done <- m.GetContainerLogs(ctx, pod, id, &v1.PodLogOptions{Follow: true}, &followed, &followed) }()
+	go func() {
+		done <- m.GetContainerLogs(ctx, pod, id, &v1.PodLogOptions{Follow: true}, &followed, &followed)
+	}()
 	select {
 	case err := <-done:
 		require.NoError(t, err)
