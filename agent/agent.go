@@ -39,6 +39,9 @@ type Agent struct {
 	pleg    *pleg.GenericPLEG
 	node    *node.Controller // nil without Config.Node
 	loop    *syncloop.Loop
+	// loopRef publishes loop, set in Run, to health checks on other
+	// goroutines.
+	loopRef atomic.Pointer[syncloop.Loop]
 	prober  *prober.Manager
 	extra   map[string]chan podconfig.PodUpdate
 	metrics *agentMetrics // nil: none
@@ -253,6 +256,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		cancel()
 		return err
 	}
+	a.loopRef.Store(a.loop)
 	spawn("syncloop", inner, func(ctx context.Context) error { return a.loop.Run(ctx, podCfg.Updates(), (*handler)(a)) })
 
 	<-ctx.Done()

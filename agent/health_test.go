@@ -1,0 +1,45 @@
+package agent
+
+import (
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/runtime/fake"
+)
+
+func TestHealthChecks(t *testing.T) {
+	rt, err := fake.New(fake.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(fastConfig(rt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SyncLoopHealthy(); err != nil {
+		t.Errorf("before Run the sync loop counts as healthy, as the kubelet's: %v", err)
+	}
+	if err := a.PLEGHealthy(); err == nil {
+		t.Error("the PLEG is not healthy before its first relist")
+	}
+	c := fastConfig(rt)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c.Clock = clk
+	run := start(t, c)
+	waitFor(t, "the PLEG's first relist", func() bool { return run.a.PLEGHealthy() == nil })
+	waitFor(t, "the sync loop's first iteration", func() bool {
+		l := run.a.loopRef.Load()
+		return l != nil && !l.LatestLoopEntryTime().IsZero()
+	})
+	if err := run.a.SyncLoopHealthy(); err != nil {
+		t.Errorf("a running loop is healthy: %v", err)
+	}
+	// nothing wakes the loop while the clock stands still past the limit
+	run.stop()
+	clk.SetTime(clk.Now().Add(6 * time.Minute))
+	if err := run.a.SyncLoopHealthy(); err == nil || err.Error() != "sync Loop took longer than expected" {
+		t.Errorf("a loop idle for longer than 5 minutes is unhealthy with the kubelet's message, got %v", err)
+	}
+}

@@ -1,0 +1,187 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// ErrInvalidConfig is wrapped by New when the Config is unusable.
+var ErrInvalidConfig = errors.New("server: invalid config")
+
+// DefaultHealthzPort is the kubelet's healthz port; DefaultPort and
+// DefaultReadOnlyPort its main and read-only ones.
+const (
+	DefaultHealthzPort  = 10248
+	DefaultPort         = 10250
+	DefaultReadOnlyPort = 10255
+)
+
+// PodLister lists the pods the agent runs, with their latest statuses;
+// *agent.Agent satisfies it.
+type PodLister interface {
+	Pods() []*v1.Pod
+}
+
+// RuntimePodLister lists what the runtime runs; runtime.Runtime satisfies
+// it.
+type RuntimePodLister interface {
+	GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
+}
+
+// HealthCheck is one named check of /healthz; Check returns nil when
+// healthy.
+type HealthCheck struct {
+	Name  string
+	Check func() error
+}
+
+// Config configures a Server. Pods is required; every other part turns
+// its endpoint on when set.
+type Config struct {
+	// Pods serves /pods. Required.
+	Pods PodLister
+	// RunningPods serves /runningpods/ (not in ReadOnly mode).
+	RunningPods RuntimePodLister
+	// HealthChecks run on /healthz after "ping", each also on
+	// /healthz/<name>.
+	HealthChecks []HealthCheck
+	// Metrics serves /metrics, for example the prometheus.Registry the
+	// agent's Config.Registerer registered on.
+	Metrics prometheus.Gatherer
+	// Logs serves /containerLogs/{namespace}/{pod}/{container} (not in
+	// ReadOnly mode); a runtime that implements runtime.ContainerLogs fits.
+	Logs runtime.ContainerLogs
+	// ReadOnly serves only /healthz, /pods and /metrics, as the kubelet's
+	// read-only port.
+	ReadOnly bool
+	// Auth, if set, authenticates and authorizes every request, as the
+	// kubelet's webhook authentication and authorization do. nil: every
+	// request is served, which is only safe on loopback.
+	Auth *Auth
+	// Clock gives sinceSeconds its now. Default the real clock.
+	Clock clock.Clock
+	// Log receives request errors. Default logr.Discard().
+	Log logr.Logger
+}
+
+// Server is the kubelet's HTTP API over nodekit's parts. Its Handler serves
+// it; ListenAndServe runs it on an address.
+type Server struct {
+	cfg Config
+	mux *http.ServeMux
+	log logr.Logger
+}
+
+// New checks c and builds the handler.
+func New(c Config) (*Server, error) {
+	if c.Pods == nil {
+		return nil, fmt.Errorf("Pods is required: %w", ErrInvalidConfig)
+	}
+	if c.Auth != nil && (c.Auth.Authenticator == nil || c.Auth.Authorizer == nil) {
+		return nil, fmt.Errorf("Auth needs an Authenticator and an Authorizer: %w", ErrInvalidConfig)
+	}
+	for _, h := range c.HealthChecks {
+		if h.Name == "" || h.Name == "ping" || h.Check == nil {
+			return nil, fmt.Errorf("health check %q: a name other than ping and a Check are required: %w", h.Name, ErrInvalidConfig)
+		}
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Log.GetSink() == nil {
+		c.Log = logr.Discard()
+	}
+	s := &Server{cfg: c, mux: http.NewServeMux(), log: c.Log}
+	installHealthz(s.mux, c.HealthChecks)
+	s.mux.HandleFunc("GET /pods", s.getPods)
+	s.mux.HandleFunc("GET /pods/", s.getPods)
+	if c.Metrics != nil {
+		s.mux.Handle("GET /metrics", promhttp.HandlerFor(c.Metrics, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	}
+	if !c.ReadOnly {
+		if c.RunningPods != nil {
+			s.mux.HandleFunc("GET /runningpods/", s.getRunningPods)
+		}
+		if c.Logs != nil {
+			s.mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.getContainerLogs)
+		}
+	}
+	return s, nil
+}
+
+// Handler returns the server's handler, behind Auth if configured.
+func (s *Server) Handler() http.Handler {
+	if s.cfg.Auth != nil {
+		return s.cfg.Auth.filter(s.mux, s.log)
+	}
+	return s.mux
+}
+
+// HealthzHandler serves only /healthz with checks, for the kubelet's
+// separate healthz port (10248), which has no authentication.
+func HealthzHandler(checks ...HealthCheck) http.Handler {
+	mux := http.NewServeMux()
+	installHealthz(mux, checks)
+	return mux
+}
+
+// ShutdownTimeout bounds how long ListenAndServe waits for requests in
+// flight once its context ends; followed log streams end with the context.
+const ShutdownTimeout = 5 * time.Second
+
+// ListenAndServe serves h on addr (TLS if tlsConfig is set) until ctx
+// ends, then shuts the server down and returns nil once every request has
+// ended. Requests get contexts derived from ctx, so a followed log stream
+// ends with it.
+func ListenAndServe(ctx context.Context, addr string, h http.Handler, tlsConfig *tls.Config) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	return Serve(ctx, l, h, tlsConfig)
+}
+
+// Serve is ListenAndServe on a listener it takes over.
+func Serve(ctx context.Context, l net.Listener, h http.Handler, tlsConfig *tls.Config) error {
+	if tlsConfig != nil {
+		l = tls.NewListener(l, tlsConfig)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = srv.Close()
+	}
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("server: shutdown: %w", err)
+	}
+	return nil
+}
