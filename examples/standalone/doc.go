@@ -23,5 +23,15 @@
 // manifests/probes.yaml); other commands succeed. -cri ignores the
 // annotations: the real commands run.
 //
+// It serves the kubelet's endpoints (package server): /healthz on
+// 127.0.0.1:10248 (-healthz-port), and /healthz, /pods, /runningpods/,
+// /metrics and, with -cri, /containerLogs on 127.0.0.1:10250 (-port; TLS
+// with -tls-cert-file, required off loopback); -read-only-port adds the
+// kubelet's read-only API. /metrics has the kubelet's metric names:
+//
+//	curl localhost:10248/healthz                       # ok
+//	curl -s localhost:10250/metrics | grep ^kubelet_
+//	curl localhost:10250/containerLogs/default/web-$(hostname)/web?tailLines=5
+//
 // Run `go run ./examples/standalone -h` for every flag.
 package main

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
@@ -45,6 +46,7 @@ type options struct {
 	podLogsRoot, podsRoot     string
 	dns                       dnsOptions
 	cgroups                   cgroupOptions
+	serve                     serveOptions
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -57,6 +59,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 A node agent built from nodekit that runs static pods without an apiserver
 and prints a table of pods, phases and containers whenever it changes.
 SIGINT or SIGTERM stops every pod gracefully, then it exits 0.
+
+It serves the kubelet's endpoints: /healthz on 127.0.0.1:10248, and /healthz,
+/pods, /runningpods/, /metrics (the kubelet's metric names) and
+/containerLogs (with -cri) on 127.0.0.1:10250.
 
 Without -cri the pods run on the built-in in-memory runtime, which runs no
 commands: containers run until stopped, init containers exit 0 after 1s, and
@@ -85,6 +91,7 @@ Flags:
 	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (emptyDir volumes, termination messages)")
 	o.dns.addFlags(fs)
 	o.cgroups.addFlags(fs)
+	o.serve.addFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -128,6 +135,9 @@ func (o *options) validate() error {
 		return bad("-manifest-url-header needs -manifest-url")
 	}
 	if err := o.cgroups.validate(o.criEndpoint); err != nil {
+		return err
+	}
+	if err := o.serve.validate(); err != nil {
 		return err
 	}
 	if o.pauseImage != "" && o.criEndpoint == "" {
@@ -184,7 +194,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	rt, closeRuntime, err := newRuntime(ctx, o, log)
+	reg := newRegistry()
+	rt, closeRuntime, err := newRuntime(ctx, o, reg, log)
 	if err != nil {
 		return err
 	}
@@ -208,10 +219,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		DenyHostNamespaces: !o.allowHostNamespaces,
 		TerminateOnExit:    true,
 		Log:                log.WithName("agent"),
+		Registerer:         reg,
 	})
 	if err != nil {
 		return err
 	}
+	sctx, stopServers := context.WithCancel(ctx)
+	wait, err := serve(sctx, &o.serve, a, rt, reg, log.WithName("server"))
+	if err != nil {
+		stopServers()
+		return err
+	}
+	defer func() { stopServers(); wait() }()
 	view, err := podview.New(podview.Config{Out: stdout, Pods: a.Pods})
 	if err != nil {
 		return err
@@ -222,7 +241,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // newRuntime returns the runtime o asks for and a function that releases it.
-func newRuntime(ctx context.Context, o *options, log logr.Logger) (runtime.Runtime, func(), error) {
+func newRuntime(ctx context.Context, o *options, reg prometheus.Registerer, log logr.Logger) (runtime.Runtime, func(), error) {
 	if o.criEndpoint == "" {
 		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1)})
 		if err != nil {
@@ -234,7 +253,12 @@ func newRuntime(ctx context.Context, o *options, log logr.Logger) (runtime.Runti
 	if err != nil {
 		return nil, nil, err
 	}
+	metricsOpts, err := cri.MetricsDialOptions(reg)
+	if err != nil {
+		return nil, nil, err
+	}
 	m, err := cri.New(ctx, cri.Config{
+		DialOptions:    metricsOpts,
 		DNS:            dnsc,
 		Endpoint:       o.criEndpoint,
 		PodLogsRoot:    o.podLogsRoot,
