@@ -28,8 +28,10 @@ func TestHealthChecks(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	c.Clock = clk
 	run := start(t, c)
-	waitFor(t, "the PLEG's first relist", func() bool { return run.a.PLEGHealthy() == nil })
+	// the loop waits out a runtime not yet checked on the fake clock: step it
+	waitFor(t, "the PLEG's first relist", func() bool { clk.Step(100 * time.Millisecond); return run.a.PLEGHealthy() == nil })
 	waitFor(t, "the sync loop's first iteration", func() bool {
+		clk.Step(100 * time.Millisecond)
 		l := run.a.loopRef.Load()
 		return l != nil && !l.LatestLoopEntryTime().IsZero()
 	})
