@@ -11,6 +11,8 @@
 //     answers are runtime.ErrNotSupported, never failures);
 //   - SyncPod in the kubelet's order over runtime.ComputePodActions, with
 //     crash-loop back-off (runtime.Backoff, keyed by runtime.BackoffKey);
+//     a pod killed for a new sandbox has its old init containers and their
+//     logs removed, so initialization starts over (purgeInitContainers);
 //   - WatchContainerEvents over GetContainerEvents (runtime.ErrNotSupported
 //     on containerd 1.6, so an evented PLEG falls back to relisting);
 //   - KillPod (containers stopped in parallel with the effective grace

@@ -55,6 +55,9 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		if kill.Error() != nil {
 			return
 		}
+		if p.CreateSandbox {
+			m.purgeInitContainers(ctx, pod, status)
+		}
 	} else {
 		for id, k := range p.ContainersToKill {
 			step := res.NewStep(runtime.KillContainer, k.Name)
