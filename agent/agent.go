@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podconfig/apiserver"
@@ -44,6 +45,7 @@ type Agent struct {
 	loopRef atomic.Pointer[syncloop.Loop]
 	prober  *prober.Manager
 	extra   map[string]chan podconfig.PodUpdate
+	secrets *objects.Cache // nil without Config.Secrets
 	metrics *agentMetrics // nil: none
 
 	// runtimeErr holds why the last runtime check failed, or a nil error.
@@ -80,6 +82,7 @@ func New(c Config) (*Agent, error) {
 		backoff: runtime.NewBackoff(c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, 0, c.Clock),
 		queue:   podworkers.NewQueue(c.Clock),
 		extra:   map[string]chan podconfig.PodUpdate{},
+		secrets: newSecretCache(&c),
 	}
 	for _, s := range c.Sources {
 		if _, dup := a.extra[s]; dup || s == "" {

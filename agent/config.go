@@ -69,6 +69,11 @@ type Config struct {
 	// PLEG's health to HealthChecks; the registered Node is then the owner
 	// of mirror pods. nil: no Node is registered.
 	Node *node.Config
+	// Secrets reads the secrets of a namespace for the pods' image pull
+	// secrets; client-go's CoreV1().Secrets(namespace) fits. Each is read
+	// at most once a minute. nil: none can be read, and pods naming pull
+	// secrets get a FailedToRetrieveImagePullSecret event and pull without.
+	Secrets func(namespace string) SecretGetter
 	// NodeIPs are the node's addresses, primary first, reported as host IPs
 	// (and pod IPs of host-network pods); the first one's family is the
 	// primary family of pod IPs. Optional.

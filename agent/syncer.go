@@ -53,7 +53,7 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 		return false, err
 	}
 	rs = a.markStartupPending(pod, rs)
-	res := a.cfg.Runtime.SyncPod(ctx, pod, rs, nil, a.backoff)
+	res := a.cfg.Runtime.SyncPod(ctx, pod, rs, a.pullSecrets(ctx, pod), a.backoff)
 	if a.metrics != nil {
 		a.metrics.syncResult(pod, &res)
 	}

@@ -311,6 +311,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Runtime:            rt,
 		PodSource:          cs.CoreV1().Pods(""),
 		StatusClient:       func(ns string) status.PodClient { return cs.CoreV1().Pods(ns) },
+		Secrets:            func(ns string) agent.SecretGetter { return cs.CoreV1().Secrets(ns) },
 		NodeIPs:            o.nodeIPs,
 		StaticPodPath:      o.manifestPath,
 		FileCheckFrequency: o.fileCheck,
