@@ -46,7 +46,7 @@ type Agent struct {
 	prober  *prober.Manager
 	extra   map[string]chan podconfig.PodUpdate
 	secrets *objects.Cache // nil without Config.Secrets
-	metrics *agentMetrics // nil: none
+	metrics *agentMetrics  // nil: none
 
 	// runtimeErr holds why the last runtime check failed, or a nil error.
 	runtimeErr atomic.Pointer[error]
