@@ -21,7 +21,8 @@ import (
 // TestProbesOnContainerd runs probes against real containers: an exec
 // liveness probe that starts failing restarts its container, and an HTTP
 // readiness probe against busybox's httpd in the pod flips Ready on and
-// off as the page appears and goes.
+// off as the page appears and goes, and an exec probe past its timeout
+// fails with the kubelet's message.
 func TestProbesOnContainerd(t *testing.T) {
 	endpoint := testenv.ExclusiveCRIEndpoint(t)
 	image := testenv.TestImage(t)
@@ -57,7 +58,11 @@ func TestProbesOnContainerd(t *testing.T) {
 		ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
 			PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1},
 	})
-	r.a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{live, web}}
+	slow := mk("slow", v1.Container{Name: "slow", Command: []string{"sleep", "3600"},
+		ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"sleep", "10"}}},
+			PeriodSeconds: 2, TimeoutSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1},
+	})
+	r.a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{live, web, slow}}
 
 	ready := func() v1.ConditionStatus {
 		if p := r.pod(web.UID); p != nil {
@@ -87,6 +92,16 @@ func TestProbesOnContainerd(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("Killing events %q, want the liveness one", events(rec, "Killing"))
+	}
+	timedOut := false
+	waitFor(t, "an exec probe past its timeout reported", func() bool {
+		for _, m := range events(rec, "Unhealthy") {
+			timedOut = timedOut || m == `Readiness probe failed: command "sleep 10" timed out`
+		}
+		return timedOut
+	})
+	if p := r.pod(slow.UID); p == nil || condition(p, v1.PodReady) != v1.ConditionFalse {
+		t.Error("the pod whose readiness command times out is not unready")
 	}
 	r.stop()
 }
