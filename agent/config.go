@@ -133,6 +133,10 @@ type Config struct {
 	// kubelet_pod_start_sli_duration_seconds). Runtime operations are the
 	// runtime's to measure (cri.MetricsDialOptions). nil: no metrics.
 	Registerer prometheus.Registerer
+	// ProbeRegisterer, if set, receives the kubelet's prober metrics
+	// (prober_probe_total, prober_probe_duration_seconds), which the
+	// kubelet serves apart, on /metrics/probes. nil: none.
+	ProbeRegisterer prometheus.Registerer
 }
 
 func (c *Config) setDefaults() error {

@@ -25,11 +25,12 @@ func (a *Agent) newProber() (*prober.Manager, error) {
 		rec = a.cfg.Recorder
 	}
 	return prober.New(prober.Config{
-		Status:   a.status,
-		Runner:   runner,
-		Recorder: rec,
-		Clock:    a.cfg.Clock,
-		Log:      a.cfg.Log.WithName("prober"),
+		Status:     a.status,
+		Runner:     runner,
+		Recorder:   rec,
+		Clock:      a.cfg.Clock,
+		Log:        a.cfg.Log.WithName("prober"),
+		Registerer: a.cfg.ProbeRegisterer,
 	})
 }
 

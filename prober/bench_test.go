@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,7 +24,7 @@ const benchPods = 1000
 
 // benchSetup runs n pods, each with a readiness and a liveness exec probe
 // at 1s, on runtime/fake, and returns a manager over their statuses.
-func benchSetup(b *testing.B, n int) (*Manager, *fake.Runtime, []*v1.Pod) {
+func benchSetup(b *testing.B, n int, reg prometheus.Registerer) (*Manager, *fake.Runtime, []*v1.Pod) {
 	b.Helper()
 	rt, err := fake.New(fake.Config{})
 	if err != nil {
@@ -54,7 +55,7 @@ func benchSetup(b *testing.B, n int) (*Manager, *fake.Runtime, []*v1.Pod) {
 		}}})
 		pods[i] = pod
 	}
-	m, err := New(Config{Status: st, Runner: rt, Jitter: func(d time.Duration) time.Duration { return 0 }})
+	m, err := New(Config{Status: st, Runner: rt, Registerer: reg, Jitter: func(d time.Duration) time.Duration { return 0 }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,9 +64,15 @@ func benchSetup(b *testing.B, n int) (*Manager, *fake.Runtime, []*v1.Pod) {
 
 // BenchmarkProbe is one probe execution of nodekit's own work: a worker's
 // status lookup, gating, the exec on runtime/fake and the result's
-// bookkeeping, among 1,000 pods × 2 probes.
+// bookkeeping, among 1,000 pods × 2 probes; with the prober metrics and
+// without.
 func BenchmarkProbe(b *testing.B) {
-	m, _, pods := benchSetup(b, benchPods)
+	b.Run("metrics", func(b *testing.B) { benchProbe(b, prometheus.NewRegistry()) })
+	b.Run("no-metrics", func(b *testing.B) { benchProbe(b, nil) })
+}
+
+func benchProbe(b *testing.B, reg prometheus.Registerer) {
+	m, _, pods := benchSetup(b, benchPods, reg)
 	var ws []*worker
 	for _, pod := range pods {
 		c := &pod.Spec.Containers[0]
@@ -90,7 +97,7 @@ func BenchmarkProbe(b *testing.B) {
 // spends idle) and allocations per probe execution, and the goroutines per
 // probe.
 func BenchmarkManager1000Pods(b *testing.B) {
-	m, rt, pods := benchSetup(b, benchPods)
+	m, rt, pods := benchSetup(b, benchPods, nil)
 	// The process's CPU while idle (the test binary, the GC, this loop's
 	// polling) is not the probes'.
 	goruntime.GC()

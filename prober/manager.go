@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -63,6 +64,10 @@ type Config struct {
 	Jitter func(period time.Duration) time.Duration
 	// Log receives the prober's logs. Default logr.Discard().
 	Log logr.Logger
+	// Registerer, if set, receives the kubelet's prober metrics
+	// (prober_probe_total, prober_probe_duration_seconds), which the
+	// kubelet serves on /metrics/probes. nil: no metrics.
+	Registerer prometheus.Registerer
 }
 
 // Manager runs the probes of the pods it is given, one worker per container
@@ -78,6 +83,7 @@ type Manager struct {
 	jitter    func(time.Duration) time.Duration
 	log       logr.Logger
 
+	metrics *metrics
 	results *results
 	updates chan Update
 	sem     chan struct{}
@@ -123,7 +129,12 @@ func New(c Config) (*Manager, error) {
 	if c.Log.GetSink() == nil {
 		c.Log = logr.Discard()
 	}
+	met, err := newMetrics(c.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	return &Manager{
+		metrics:   met,
 		status:    c.Status,
 		runner:    c.Runner,
 		recorder:  c.Recorder,

@@ -116,11 +116,13 @@ type worker struct {
 	run    int
 	onHold bool
 	cmd    []string // the exec command, expanded
+	met    *workerMetrics
 }
 
 func newWorker(m *Manager, pod *v1.Pod, c *v1.Container, sidecar bool, t ProbeType, p *v1.Probe) *worker {
 	w := &worker{m: m, pod: pod, container: c, sidecar: sidecar, typ: t, probe: p, spec: newSpec(t, p),
 		triggerCh: make(chan struct{}, 1)}
+	w.met = m.metrics.forWorker(w)
 	switch t {
 	case Readiness:
 		w.initial = Failure
@@ -140,6 +142,7 @@ func (w *worker) stop() {
 		return
 	}
 	delete(w.m.workers, workerKey{w.pod.UID, w.container.Name, w.typ})
+	w.met.delete(w)
 }
 
 // trigger asks for a probe now; it never blocks.
@@ -152,6 +155,7 @@ func (w *worker) trigger() {
 
 func (w *worker) runLoop(ctx context.Context) {
 	defer w.m.removeWorker(w)
+	defer w.met.delete(w)
 	defer func() {
 		if !w.cid.IsEmpty() {
 			w.m.results.remove(w.typ, w.cid)
@@ -249,8 +253,15 @@ func (w *worker) doProbe(ctx context.Context) (keepGoing bool) {
 	case <-ctx.Done():
 		return false
 	}
+	var start time.Time
+	if w.met != nil {
+		start = w.m.clock.Now()
+	}
 	res, err := w.m.probe(ctx, w, st.PodIP)
 	<-w.m.sem
+	if w.met != nil && ctx.Err() == nil {
+		w.met.observe(res, err, w.m.clock.Since(start).Seconds())
+	}
 	if err != nil {
 		return ctx.Err() == nil // an error is no verdict
 	}
