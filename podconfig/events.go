@@ -2,6 +2,10 @@ package podconfig
 
 import (
 	"fmt"
+	"strings"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -15,6 +19,24 @@ type EventRecorder interface {
 // ReasonFailedValidation is the event reason for a pod that a source or the
 // mux rejected, as in the kubelet.
 const ReasonFailedValidation = "FailedValidation"
+
+// ReasonFieldValidationWarning is the Warning event reason for a static pod
+// whose manifest has unknown or duplicate fields: the pod runs without them,
+// as the apiserver's fieldValidation=Warn would have it.
+const ReasonFieldValidationWarning = "FieldValidationWarning"
+
+// WarnFields records one Warning event on pod listing warnings (from
+// staticpod.DecodeStrict) and logs them; nothing without warnings.
+func WarnFields(r EventRecorder, log logr.Logger, pod *v1.Pod, location string, warnings []string) {
+	if len(warnings) == 0 {
+		return
+	}
+	log.Info("Manifest has unknown or duplicate fields; they are ignored", "pod", klogRef(pod), "location", location, "warnings", warnings)
+	if err := SafeEventf(r, pod, v1.EventTypeWarning, ReasonFieldValidationWarning,
+		"Manifest %s: %s; ignored", location, strings.Join(warnings, "; ")); err != nil {
+		log.Error(err, "Recording event")
+	}
+}
 
 type nopRecorder struct{}
 

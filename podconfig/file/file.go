@@ -422,15 +422,15 @@ func (s *Source) read(name string) ([]byte, error) {
 }
 
 func (s *Source) decode(name string, data []byte) (*v1.Pod, error) {
-	pods, err := staticpod.Decode(data, false)
+	ms, err := staticpod.DecodeStrict(data, false)
 	if err != nil {
 		return nil, err
 	}
-	pod := pods[0]
-	if err := staticpod.Prepare(pod, staticpod.Origin{Source: podutil.FileSource, Location: name, NodeName: s.c.NodeName}); err != nil {
+	if err := ms[0].Prepare(staticpod.Origin{Source: podutil.FileSource, Location: name, NodeName: s.c.NodeName}); err != nil {
 		return nil, err
 	}
-	return pod, nil
+	podconfig.WarnFields(s.c.Recorder, s.c.Log, ms[0].Pod, name, ms[0].Warnings)
+	return ms[0].Pod, nil
 }
 
 func (s *Source) report(name string, err error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -386,4 +387,45 @@ func TestTooLargeManifestIsRefused(t *testing.T) {
 	assert.Nil(t, next[filepath.Join(dir, "p.yaml")])
 	require.Len(t, rec.Events(), 1)
 	assert.Contains(t, rec.Events()[0].Message, "more than 20 bytes")
+}
+
+func TestUnknownFieldsGiveAWarningEventOnThePodThatStillRuns(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pod.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(manifest("typo", "i:1")+"    comand: [sleep]\n    imagePullPolcy: Always\n"), 0o644))
+	h := newHarness(t, dir, nil)
+	h.start()
+	pods := h.next()
+	require.Len(t, pods, 1, "the pod runs without the unknown fields")
+	pod := pods["typo-"+strings.ToLower(hostname)]
+	require.NotNil(t, pod)
+
+	require.Eventually(t, func() bool { return len(h.rec.Events()) == 1 }, waitTimeout, time.Millisecond)
+	e := h.rec.Events()[0]
+	assert.Equal(t, v1.EventTypeWarning, e.Type)
+	assert.Equal(t, podconfig.ReasonFieldValidationWarning, e.Reason)
+	assert.Contains(t, e.Message, `unknown field "spec.containers[0].comand"`)
+	assert.Contains(t, e.Message, `unknown field "spec.containers[0].imagePullPolcy"`)
+	got, ok := e.Object.(*v1.Pod)
+	require.True(t, ok, "the event is on the pod")
+	assert.Equal(t, pod.UID, got.UID)
+
+	// Another manifest makes the directory be read again.
+	writeAtomic(t, filepath.Join(dir, "other.yaml"), manifest("other", "i:1"))
+	require.Len(t, h.next(), 2)
+	assert.Len(t, h.rec.Events(), 1, "the same content is reported once")
+}
+
+func TestMisspelledContainersIsNamedInTheValidationError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pod.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(manifest("typo", "i:1"), "containers:", "containres:", 1)), 0o644))
+	h := newHarness(t, dir, nil)
+	h.start()
+	assert.Empty(t, h.next())
+	require.Eventually(t, func() bool { return len(h.rec.Events()) == 1 }, waitTimeout, time.Millisecond)
+	e := h.rec.Events()[0]
+	assert.Equal(t, podconfig.ReasonFailedValidation, e.Reason)
+	assert.Contains(t, e.Message, "spec.containers: Required value")
+	assert.Contains(t, e.Message, `unknown field "spec.containres"`)
 }

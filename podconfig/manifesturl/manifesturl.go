@@ -169,16 +169,21 @@ func (s *Source) poll(ctx context.Context, updates chan<- podconfig.PodUpdate) e
 }
 
 func (s *Source) decode(data []byte) ([]*v1.Pod, error) {
-	pods, err := staticpod.Decode(data, true)
+	ms, err := staticpod.DecodeStrict(data, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.c.URL, err)
 	}
 	o := staticpod.Origin{Source: podutil.HTTPSource, Location: s.c.URL, NodeName: s.c.NodeName}
-	for i, p := range pods {
-		name := p.Name
-		if err := staticpod.Prepare(p, o); err != nil {
+	pods := make([]*v1.Pod, len(ms))
+	for i, m := range ms {
+		name := m.Pod.Name
+		if err := m.Prepare(o); err != nil {
 			return nil, fmt.Errorf("%s: pod %d (%q): %w", s.c.URL, i, name, err)
 		}
+		pods[i] = m.Pod
+	}
+	for _, m := range ms {
+		podconfig.WarnFields(s.c.Recorder, s.c.Log, m.Pod, s.c.URL, m.Warnings)
 	}
 	return pods, nil
 }

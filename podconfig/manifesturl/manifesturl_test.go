@@ -326,3 +326,21 @@ func TestRunPollsAtOnceAndEveryCheckFrequency(t *testing.T) {
 	cancel()
 	assert.NoError(t, <-done)
 }
+
+func TestUnknownFieldOfAListItemGivesAWarningEventOnThatPod(t *testing.T) {
+	srv := newServer(t)
+	srv.serve(http.StatusOK, `{"apiVersion":"v1","kind":"PodList","items":[`+
+		`{"metadata":{"name":"good"},"spec":{"containers":[{"name":"a","image":"b"}]}},`+
+		`{"metadata":{"name":"typo"},"spec":{"containers":[{"name":"a","image":"b","comand":["x"]}]}}]}`)
+	s, rec := newSource(t, srv, nil)
+	u, err := pollOnce(t, s)
+	require.NoError(t, err)
+	require.NotNil(t, u)
+	require.Len(t, u.Pods, 2, "both pods run")
+	events := rec.Events()
+	require.Len(t, events, 1)
+	assert.Equal(t, v1.EventTypeWarning, events[0].Type)
+	assert.Equal(t, podconfig.ReasonFieldValidationWarning, events[0].Reason)
+	assert.Contains(t, events[0].Message, `unknown field "spec.containers[0].comand"`)
+	assert.Same(t, u.Pods[1], events[0].Object, "on the pod whose manifest has it")
+}

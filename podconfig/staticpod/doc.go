@@ -1,6 +1,11 @@
 // Package staticpod turns static pod manifests (the files of the file source
 // and the bodies of the manifest-URL source) into pods, as the kubelet does:
-// it decodes YAML or JSON strictly as v1 Pod or PodList, applies the v1 API
+// it decodes YAML or JSON as v1 Pod or PodList (case-sensitive field names;
+// DecodeStrict also reports unknown and duplicate fields as warnings, as the
+// apiserver's fieldValidation=Warn does, which the file and manifest-URL
+// sources record as a FieldValidationWarning event on the pod while the pod
+// runs without them, and names unknown fields in the error of a pod they
+// leave invalid), applies the v1 API
 // defaults the node acts on, applies the static-pod defaults (name suffixed
 // with the node name, default namespace, a UID hashed from node, source and
 // content, the config.source/config.hash annotations, a NoExecute toleration
