@@ -52,7 +52,7 @@ func TestClusterPodEnvAndVolumesOnContainerd(t *testing.T) {
 	podsRoot := t.TempDir()
 	k := startKubenode(t, buildKubenode(t), "-kubeconfig", writeKubeconfig(t, cfg, cfg.Host, ""), "-node-name", node,
 		"-node-ip", "127.0.0.1", "-cri", endpoint, "-pods-root", podsRoot, "-pod-logs-root", t.TempDir(),
-		"-sync-frequency", "2s", "-object-cache-ttl", "2s")
+		"-sync-frequency", "2s", "-object-cache-ttl", "10m") // updates can only come by watch
 	waitNode(t, cs, node, time.Minute, readyIs(corev1.ConditionTrue, "kubelet is posting ready status"))
 
 	sa := "/var/run/secrets/kubernetes.io/serviceaccount"

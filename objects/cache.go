@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 )
@@ -48,8 +49,15 @@ type Config struct {
 	// the kubelet's cache-based configMap and secret managers' TTL.
 	// Default 1m.
 	TTL time.Duration
-	// Clock is the time source. Default the real clock.
-	Clock clock.PassiveClock
+	// Watch keeps every configMap and secret read current with a watch on
+	// that one object (the kubelet's default Watch strategy) while Run
+	// runs, instead of reading it again every TTL. The clients must then
+	// also have Watch(ctx, metav1.ListOptions), as client-go's do; others
+	// stay on the TTL.
+	Watch bool
+	// Clock is the time source; watch retries and idle checks use its
+	// timers. Default the real clock.
+	Clock clock.WithTicker
 }
 
 // Cache serves configMaps, secrets and service lists from memory, reading
@@ -63,6 +71,9 @@ type Cache struct {
 	m   map[key]*entry
 	// pruneAt is the size at which entries unused for a while are dropped.
 	pruneAt int
+	// runCtx is Run's context while it runs; watches start only then.
+	runCtx context.Context
+	wg     sync.WaitGroup
 }
 
 type kind uint8
@@ -73,16 +84,33 @@ const (
 	kindServices
 )
 
+func (k kind) resource() string {
+	switch k {
+	case kindConfigMap:
+		return "configmaps"
+	case kindSecret:
+		return "secrets"
+	}
+	return "services"
+}
+
 type key struct {
 	kind            kind
 	namespace, name string
 }
 
 type entry struct {
-	mu       sync.Mutex // held while fetching, so one read serves concurrent askers
-	obj      any
-	fetched  time.Time
+	mu      sync.Mutex // held while fetching, so one read serves concurrent askers
+	obj     any
+	fetched time.Time
+	// watched is set while a watch keeps obj current; gone when the watch
+	// saw the object deleted. Both under mu.
+	watched, gone bool
+	// client returns the client to watch the object with (nil: none).
+	client func() any
+	// lastUsed and cancel are under the Cache's mu.
 	lastUsed time.Time
+	cancel   context.CancelFunc
 }
 
 // New returns a Cache for c.
@@ -103,7 +131,7 @@ func (c *Cache) GetConfigMap(ctx context.Context, namespace, name string) (*v1.C
 	}
 	o, err := c.get(ctx, key{kindConfigMap, namespace, name}, func(ctx context.Context) (any, error) {
 		return c.cfg.ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-	})
+	}, func() any { return c.cfg.ConfigMaps(namespace) })
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +145,7 @@ func (c *Cache) GetSecret(ctx context.Context, namespace, name string) (*v1.Secr
 	}
 	o, err := c.get(ctx, key{kindSecret, namespace, name}, func(ctx context.Context) (any, error) {
 		return c.cfg.Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
-	})
+	}, func() any { return c.cfg.Secrets(namespace) })
 	if err != nil {
 		return nil, err
 	}
@@ -141,14 +169,17 @@ func (c *Cache) ListServices(ctx context.Context, namespace string) ([]*v1.Servi
 			out[i] = &l.Items[i]
 		}
 		return out, nil
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
 	return o.([]*v1.Service), nil
 }
 
-func (c *Cache) get(ctx context.Context, k key, fetch func(context.Context) (any, error)) (any, error) {
+// get returns k's object from the cache, fetching it when it is not there,
+// or older than the TTL and not watched. client, if not nil, returns the
+// client to watch the object with.
+func (c *Cache) get(ctx context.Context, k key, fetch func(context.Context) (any, error), client func() any) (any, error) {
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	e, ok := c.m[k]
@@ -162,14 +193,23 @@ func (c *Cache) get(ctx context.Context, k key, fetch func(context.Context) (any
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.obj != nil && now.Sub(e.fetched) < c.cfg.TTL {
+	if e.watched && e.gone {
+		return nil, apierrors.NewNotFound(v1.Resource(k.kind.resource()), k.name)
+	}
+	if e.obj != nil && (e.watched || now.Sub(e.fetched) < c.cfg.TTL) {
+		if client != nil && c.cfg.Watch && !e.watched {
+			c.startWatch(k, e, e.obj, client) // Run may have started since the read
+		}
 		return e.obj, nil
 	}
 	o, err := fetch(ctx)
 	if err != nil {
 		return nil, err
 	}
-	e.obj, e.fetched = o, c.cfg.Clock.Now()
+	e.obj, e.fetched, e.client = o, c.cfg.Clock.Now(), client
+	if client != nil && c.cfg.Watch {
+		c.startWatch(k, e, o, client)
+	}
 	return o, nil
 }
 
@@ -182,6 +222,9 @@ func (c *Cache) maybePrune(now time.Time) {
 	}
 	for k, e := range c.m {
 		if now.Sub(e.lastUsed) > 10*c.cfg.TTL {
+			if e.cancel != nil {
+				e.cancel()
+			}
 			delete(c.m, k)
 		}
 	}

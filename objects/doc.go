@@ -9,7 +9,11 @@
 //
 //   - Cache serves configMaps, secrets and service lists, reading each at
 //     most once per TTL (default 1m, the kubelet's cache-based managers'
-//     default); failures, NotFound included, are not cached.
+//     default); failures, NotFound included, are not cached. With
+//     Config.Watch and while Run runs, each configMap and secret read is
+//     kept current by a watch on that one object (the kubelet's default
+//     Watch strategy): no more GETs, changes seen as they happen; a watch
+//     is dropped once its object goes unused for ten TTLs.
 //   - Tokens is the kubelet's token manager: TokenRequest, refresh at 80 %
 //     of the lifetime or after 24 h, the cached token served while valid
 //     when a refresh fails.
@@ -20,7 +24,9 @@
 //		ConfigMaps: func(ns string) objects.ConfigMapGetter { return cs.CoreV1().ConfigMaps(ns) },
 //		Secrets:    func(ns string) objects.SecretGetter { return cs.CoreV1().Secrets(ns) },
 //		Services:   func(ns string) objects.ServiceLister { return cs.CoreV1().Services(ns) },
+//		Watch:      true,
 //	})
+//	go cache.Run(ctx)
 //	tokens := objects.NewTokens(objects.TokensConfig{
 //		ServiceAccounts: func(ns string) objects.TokenCreator { return cs.CoreV1().ServiceAccounts(ns) },
 //	})

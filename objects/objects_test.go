@@ -23,7 +23,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func TestCacheReadsEachObjectOncePerTTL(t *testing.T) {
 	ctx := context.Background()
-	clk := clocktesting.NewFakePassiveClock(t0)
+	clk := clocktesting.NewFakeClock(t0)
 	api := objectstest.New()
 	api.Set(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}, Data: map[string]string{"k": "1"}})
 	c := objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Secrets: api.Secrets, Services: api.Services, Clock: clk})

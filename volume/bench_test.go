@@ -59,7 +59,7 @@ type benchNode struct {
 	tokens *objects.Tokens
 }
 
-func newBenchNode(tb testing.TB) *benchNode {
+func newBenchNode(tb testing.TB, watch bool) *benchNode {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	api := objectstest.New()
 	api.Clock = clk
@@ -78,7 +78,13 @@ func newBenchNode(tb testing.TB) *benchNode {
 	}
 	api.Set(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": "-----BEGIN CERTIFICATE-----"}})
 	api.Set(&v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "default"}})
-	cache := objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Secrets: api.Secrets, Services: api.Services, Clock: clk})
+	cache := objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Secrets: api.Secrets, Services: api.Services, Clock: clk, Watch: watch})
+	if watch {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { cache.Run(ctx); close(done) }()
+		tb.Cleanup(func() { cancel(); <-done })
+	}
 	tokens := objects.NewTokens(objects.TokensConfig{ServiceAccounts: api.ServiceAccounts, Clock: clk, Jitter: func() float64 { return 0.5 }})
 	vols, err := volume.New(volume.Config{PodsRoot: tb.TempDir(), Objects: cache, Tokens: tokens, Clock: clk})
 	if err != nil {
@@ -103,7 +109,7 @@ func (n *benchNode) build(tb testing.TB, pod *v1.Pod) {
 // not change (what every sync costs).
 func BenchmarkPodEnvAndVolumes(b *testing.B) {
 	b.Run("first", func(b *testing.B) {
-		n := newBenchNode(b)
+		n := newBenchNode(b, false)
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
@@ -116,7 +122,7 @@ func BenchmarkPodEnvAndVolumes(b *testing.B) {
 		}
 	})
 	b.Run("resync", func(b *testing.B) {
-		n := newBenchNode(b)
+		n := newBenchNode(b, false)
 		pod := clusterPod("uid-steady")
 		n.build(b, pod)
 		b.ReportAllocs()
@@ -127,13 +133,21 @@ func BenchmarkPodEnvAndVolumes(b *testing.B) {
 }
 
 // steadyStateRequests runs pods that share their sources through an hour
-// of syncs every period and returns the apiserver requests per pod.
-func steadyStateRequests(tb testing.TB, pods int, period time.Duration) float64 {
-	n := newBenchNode(tb)
+// of syncs every period and returns the apiserver requests per pod; with
+// watch, the cache watches the objects it read.
+func steadyStateRequests(tb testing.TB, pods int, period time.Duration, watch bool) float64 {
+	n := newBenchNode(tb, watch)
 	ps := make([]*v1.Pod, pods)
 	for i := range ps {
 		ps[i] = clusterPod(fmt.Sprintf("uid-%d", i))
 		n.build(tb, ps[i]) // start: env and volumes
+	}
+	if watch {
+		for deadline := time.Now().Add(10 * time.Second); n.api.Watches() < 5; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				tb.Fatalf("%d watches, want 5", n.api.Watches())
+			}
+		}
 	}
 	before := n.api.TotalRequests()
 	for t := time.Duration(0); t < time.Hour; t += period {
@@ -149,27 +163,34 @@ func steadyStateRequests(tb testing.TB, pods int, period time.Duration) float64 
 
 // BenchmarkSteadyStateAPIRequests reports the apiserver requests per pod per
 // hour of running pods synced every minute (the default sync period), for
-// one pod alone and for 10 pods sharing their configMaps and secrets.
+// one pod alone and for 10 pods sharing their configMaps and secrets, with
+// the cache's TTL and with its watches.
 func BenchmarkSteadyStateAPIRequests(b *testing.B) {
-	for _, pods := range []int{1, 10} {
-		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) {
-			var r float64
-			for b.Loop() {
-				r = steadyStateRequests(b, pods, time.Minute)
-			}
-			b.ReportMetric(r, "requests/pod/hour")
-		})
+	for _, watch := range []bool{false, true} {
+		for _, pods := range []int{1, 10} {
+			b.Run(fmt.Sprintf("watch=%v/pods=%d", watch, pods), func(b *testing.B) {
+				var r float64
+				for b.Loop() {
+					r = steadyStateRequests(b, pods, time.Minute, watch)
+				}
+				b.ReportMetric(r, "requests/pod/hour")
+			})
+		}
 	}
 }
 
 func TestSteadyStateDoesNotGetEveryObjectAtEverySync(t *testing.T) {
 	// Syncs every 10s: 360 an hour. Each of the 5 objects is read once per
 	// minute (the cache's TTL), the token refreshed once (at 80% of 3607s).
-	got := steadyStateRequests(t, 1, 10*time.Second)
+	got := steadyStateRequests(t, 1, 10*time.Second, false)
 	if max := 5*60 + 2.0; got > max {
 		t.Fatalf("%.0f requests per pod-hour at steady state, want at most %.0f", got, max)
 	}
 	if got < 5*59 {
 		t.Fatalf("%.0f requests: the sources are not refreshed every TTL", got)
+	}
+	// Watched, only the token's refresh is left.
+	if got := steadyStateRequests(t, 1, 10*time.Second, true); got > 2 {
+		t.Fatalf("%.0f requests per pod-hour with watches, want at most 2", got)
 	}
 }

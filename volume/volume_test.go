@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +27,8 @@ import (
 	"github.com/nodekit/nodekit/objects/objectstest"
 	"github.com/nodekit/nodekit/volume"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeMounter records tmpfs mounts instead of mounting.
 type fakeMounter struct {

@@ -360,7 +360,7 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, log lo
 	if err != nil {
 		return nil, nil, err
 	}
-	env, vols, err := podSources(cs, o, log)
+	env, vols, stopSources, err := podSources(ctx, cs, o, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -375,15 +375,17 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, log lo
 		Log:            log.WithName("cri"),
 	})
 	if err != nil {
+		stopSources()
 		return nil, nil, fmt.Errorf("-cri %s: %w", o.criEndpoint, err)
 	}
 	if o.pauseImage != "" {
 		if err := ensureImage(ctx, m, o.pauseImage); err != nil {
 			m.Close()
+			stopSources()
 			return nil, nil, fmt.Errorf("-pause-image: %w", err)
 		}
 	}
-	return m, func() { m.Close() }, nil
+	return m, func() { m.Close(); stopSources() }, nil
 }
 
 // ensureImage pulls image unless the node has it.

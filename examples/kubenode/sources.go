@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 
@@ -10,24 +12,31 @@ import (
 )
 
 // podSources builds what the CRI manager needs of the apiserver for pods'
-// environments and volumes: configMaps, secrets and services through a
-// cache, service-account tokens through the TokenRequest API. client-go's
-// typed clients fill the objects package's interfaces as they are.
-func podSources(cs kubernetes.Interface, o *options, log logr.Logger) (*podenv.Resolver, *volume.Manager, error) {
+// environments and volumes: configMaps and secrets through a cache that
+// watches each one read (the kubelet's Watch strategy), services through
+// the cache's TTL, service-account tokens through the TokenRequest API.
+// client-go's typed clients fill the objects package's interfaces as they
+// are. stop ends the watches and waits for them.
+func podSources(ctx context.Context, cs kubernetes.Interface, o *options, log logr.Logger) (env *podenv.Resolver, vols *volume.Manager, stop func(), err error) {
 	core := cs.CoreV1()
 	cache := objects.New(objects.Config{
 		ConfigMaps: func(ns string) objects.ConfigMapGetter { return core.ConfigMaps(ns) },
 		Secrets:    func(ns string) objects.SecretGetter { return core.Secrets(ns) },
 		Services:   func(ns string) objects.ServiceLister { return core.Services(ns) },
 		TTL:        o.objectCacheTTL,
+		Watch:      true,
 	})
 	tokens := objects.NewTokens(objects.TokensConfig{
 		ServiceAccounts: func(ns string) objects.TokenCreator { return core.ServiceAccounts(ns) },
 		Log:             log.WithName("tokens"),
 	})
-	vols, err := volume.New(volume.Config{PodsRoot: o.podsRoot, Objects: cache, Tokens: tokens, Log: log.WithName("volumes")})
+	vols, err = volume.New(volume.Config{PodsRoot: o.podsRoot, Objects: cache, Tokens: tokens, Log: log.WithName("volumes")})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return podenv.New(podenv.Config{Objects: cache, Services: cache, HostIPs: o.nodeIPs}), vols, nil
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { cache.Run(ctx); close(done) }()
+	stop = func() { cancel(); <-done }
+	return podenv.New(podenv.Config{Objects: cache, Services: cache, HostIPs: o.nodeIPs}), vols, stop, nil
 }

@@ -4,13 +4,19 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/objects"
@@ -32,11 +38,13 @@ type API struct {
 	errs     map[string]error
 	requests map[string]int
 	issued   int
+	rv       int
+	watchers map[*watcher]struct{}
 }
 
 // New returns an empty API.
 func New() *API {
-	return &API{objs: map[string]map[string]any{}, errs: map[string]error{}, requests: map[string]int{}}
+	return &API{objs: map[string]map[string]any{}, errs: map[string]error{}, requests: map[string]int{}, watchers: map[*watcher]struct{}{}}
 }
 
 // Set stores a *v1.ConfigMap, *v1.Secret, *v1.Service or *v1.ServiceAccount
@@ -48,7 +56,16 @@ func (a *API) Set(obj any) {
 	if a.objs[res] == nil {
 		a.objs[res] = map[string]any{}
 	}
-	a.objs[res][ns+"/"+name] = deepCopy(obj)
+	a.rv++
+	o := deepCopy(obj)
+	setRV(o, a.rv)
+	_, existed := a.objs[res][ns+"/"+name]
+	a.objs[res][ns+"/"+name] = o
+	typ := watch.Added
+	if existed {
+		typ = watch.Modified
+	}
+	a.notifyLocked(res, ns, name, typ, o)
 }
 
 // Delete removes the object of resource ("configmaps", "secrets",
@@ -56,7 +73,119 @@ func (a *API) Set(obj any) {
 func (a *API) Delete(resource, namespace, name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	o, ok := a.objs[resource][namespace+"/"+name]
+	if !ok {
+		return
+	}
 	delete(a.objs[resource], namespace+"/"+name)
+	a.rv++
+	o = deepCopy(o)
+	setRV(o, a.rv)
+	a.notifyLocked(resource, namespace, name, watch.Deleted, o)
+}
+
+// CloseWatches ends every open watch, as an apiserver does when a watch
+// times out; clients watch again.
+func (a *API) CloseWatches() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for w := range a.watchers {
+		w.closeLocked()
+	}
+}
+
+// Watches returns how many watches are open.
+func (a *API) Watches() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.watchers)
+}
+
+// watcher is one open watch on a resource, optionally on one name.
+type watcher struct {
+	a            *API
+	resource, ns string
+	name         string
+	ch           chan watch.Event
+	closed       bool
+}
+
+func (w *watcher) ResultChan() <-chan watch.Event { return w.ch }
+
+func (w *watcher) Stop() {
+	w.a.mu.Lock()
+	defer w.a.mu.Unlock()
+	w.closeLocked()
+}
+
+func (w *watcher) closeLocked() {
+	if !w.closed {
+		w.closed = true
+		close(w.ch)
+		delete(w.a.watchers, w)
+	}
+}
+
+// notifyLocked sends an event to the matching watches; a watch whose
+// buffer is full is closed, as a slow watcher is by an apiserver. a.mu is
+// held.
+func (a *API) notifyLocked(resource, ns, name string, typ watch.EventType, obj any) {
+	ro, ok := obj.(k8sruntime.Object)
+	if !ok {
+		return
+	}
+	for w := range a.watchers {
+		if w.resource != resource || w.ns != ns || (w.name != "" && w.name != name) {
+			continue
+		}
+		select {
+		case w.ch <- watch.Event{Type: typ, Object: ro.DeepCopyObject()}:
+		default:
+			w.closeLocked()
+		}
+	}
+}
+
+func (a *API) watch(resource, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.requests["watch "+resource]++
+	if err := a.errs["watch "+resource]; err != nil {
+		return nil, err
+	}
+	w := &watcher{a: a, resource: resource, ns: ns, ch: make(chan watch.Event, 64)}
+	if opts.FieldSelector != "" {
+		sel, err := fields.ParseSelector(opts.FieldSelector)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		name, ok := sel.RequiresExactMatch("metadata.name")
+		if !ok {
+			return nil, apierrors.NewBadRequest("only metadata.name field selectors are supported")
+		}
+		w.name = name
+	}
+	a.watchers[w] = struct{}{}
+	if opts.ResourceVersion == "" {
+		// From now: the current state first, as an apiserver sends it.
+		for key, o := range a.objs[resource] {
+			ons, oname, _ := strings.Cut(key, "/")
+			if ons == ns && (w.name == "" || w.name == oname) {
+				select {
+				case w.ch <- watch.Event{Type: watch.Added, Object: deepCopy(o).(k8sruntime.Object)}:
+				default:
+					w.closeLocked()
+				}
+			}
+		}
+	}
+	return w, nil
+}
+
+func setRV(obj any, rv int) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion(strconv.Itoa(rv))
+	}
 }
 
 // InjectError makes every request of verb ("get", "list", "create") on
@@ -124,6 +253,10 @@ type configMaps struct {
 	ns string
 }
 
+func (c configMaps) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.a.watch("configmaps", c.ns, opts)
+}
+
 func (c configMaps) Get(_ context.Context, name string, _ metav1.GetOptions) (*v1.ConfigMap, error) {
 	o, err := c.a.get("get", "configmaps", c.ns, name)
 	if err != nil {
@@ -135,6 +268,10 @@ func (c configMaps) Get(_ context.Context, name string, _ metav1.GetOptions) (*v
 type secrets struct {
 	a  *API
 	ns string
+}
+
+func (c secrets) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.a.watch("secrets", c.ns, opts)
 }
 
 func (c secrets) Get(_ context.Context, name string, _ metav1.GetOptions) (*v1.Secret, error) {

@@ -1,0 +1,179 @@
+package objects
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// objectWatcher is what a client needs for the Watch strategy; client-go's
+// typed clients have it.
+type objectWatcher interface {
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// Run lets the Cache keep the objects it has read current with watches
+// (Config.Watch), until ctx ends; it returns once every watch has stopped.
+// Without Run, or without Config.Watch, objects are read again every TTL.
+func (c *Cache) Run(ctx context.Context) {
+	c.mu.Lock()
+	c.runCtx = ctx
+	read := make(map[key]*entry, len(c.m))
+	for k, e := range c.m {
+		read[k] = e
+	}
+	c.mu.Unlock()
+	if c.cfg.Watch {
+		// What was read before Run is watched from now on too.
+		for k, e := range read {
+			e.mu.Lock()
+			if e.obj != nil && e.client != nil {
+				c.startWatch(k, e, e.obj, e.client)
+			}
+			e.mu.Unlock()
+		}
+	}
+	<-ctx.Done()
+	c.mu.Lock()
+	c.runCtx = nil
+	for _, e := range c.m {
+		e.cancel = nil // their contexts ended with ctx
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// startWatch starts watching k from obj's resource version, if Run runs,
+// the client can watch and nobody watches k yet. e.mu is held.
+func (c *Cache) startWatch(k key, e *entry, obj any, client func() any) {
+	w, ok := client().(objectWatcher)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runCtx == nil || e.cancel != nil || c.m[k] != e {
+		return
+	}
+	ctx, cancel := context.WithCancel(c.runCtx)
+	e.cancel = cancel
+	rv := ""
+	if m, err := meta.Accessor(obj); err == nil {
+		rv = m.GetResourceVersion()
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		c.watchLoop(ctx, k, e, w, rv)
+	}()
+}
+
+// watchLoop watches k until ctx ends or k goes unused for ten TTLs,
+// watching again when the server ends a watch (from the last resource
+// version seen, or from now after an error such as 410 Gone, which
+// replays the object as it is).
+func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher, rv string) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		wi, err := w.Watch(ctx, metav1.ListOptions{
+			FieldSelector:       fields.OneTermEqualSelector("metadata.name", k.name).String(),
+			ResourceVersion:     rv,
+			AllowWatchBookmarks: true,
+		})
+		if err != nil {
+			e.setWatched(false)
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.cfg.Clock.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			rv = ""
+			continue
+		}
+		backoff = time.Second
+		e.setWatched(true)
+		var stale bool
+		rv, stale = c.consume(ctx, k, e, wi)
+		wi.Stop()
+		e.setWatched(false)
+		if stale {
+			c.mu.Lock()
+			if c.m[k] == e {
+				delete(c.m, k)
+			}
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// consume applies wi's events to e and returns the last resource version
+// seen ("" after an error event), and whether k went unused.
+func (c *Cache) consume(ctx context.Context, k key, e *entry, wi watch.Interface) (string, bool) {
+	rv := ""
+	idle := c.cfg.Clock.NewTicker(10 * c.cfg.TTL)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return rv, false
+		case <-idle.C():
+			c.mu.Lock()
+			unused := c.cfg.Clock.Since(e.lastUsed) > 10*c.cfg.TTL
+			c.mu.Unlock()
+			if unused {
+				return rv, true
+			}
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				return rv, false
+			}
+			switch ev.Type {
+			case watch.Error:
+				return "", false
+			case watch.Bookmark:
+			case watch.Added, watch.Modified:
+				if !c.wants(k, ev.Object) {
+					continue
+				}
+				e.mu.Lock()
+				e.obj, e.gone, e.fetched = ev.Object, false, c.cfg.Clock.Now()
+				e.mu.Unlock()
+			case watch.Deleted:
+				e.mu.Lock()
+				e.obj, e.gone = nil, true
+				e.mu.Unlock()
+			}
+			if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
+				rv = m.GetResourceVersion()
+			}
+		}
+	}
+}
+
+// wants reports whether obj is the kind and name k stands for.
+func (c *Cache) wants(k key, obj any) bool {
+	switch o := obj.(type) {
+	case *v1.ConfigMap:
+		return k.kind == kindConfigMap && o.Name == k.name
+	case *v1.Secret:
+		return k.kind == kindSecret && o.Name == k.name
+	}
+	return false
+}
+
+func (e *entry) setWatched(b bool) {
+	e.mu.Lock()
+	e.watched = b
+	if !b {
+		e.gone = false
+	}
+	e.mu.Unlock()
+}

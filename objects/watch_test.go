@@ -1,0 +1,139 @@
+package objects_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/objects"
+	"github.com/nodekit/nodekit/objects/objectstest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// eventually polls cond; the deadline only keeps a broken test from hanging.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func runCache(t *testing.T, c *objects.Cache) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return cancel
+}
+
+func cm(data string) *v1.ConfigMap {
+	return &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm"}, Data: map[string]string{"k": data}}
+}
+
+func value(t *testing.T, c *objects.Cache) string {
+	got, err := c.GetConfigMap(context.Background(), "ns", "cm")
+	if apierrors.IsNotFound(err) {
+		return "<not found>"
+	}
+	require.NoError(t, err)
+	return got.Data["k"]
+}
+
+func TestWatchKeepsObjectsCurrentWithoutGets(t *testing.T) {
+	api := objectstest.New()
+	api.Set(cm("1"))
+	c := objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Secrets: api.Secrets, Watch: true, TTL: time.Millisecond})
+	runCache(t, c)
+	require.Equal(t, "1", value(t, c))
+	eventually(t, "the watch", func() bool { return api.Watches() == 1 })
+
+	api.Set(cm("2"))
+	eventually(t, "the update", func() bool { return value(t, c) == "2" })
+	api.Delete("configmaps", "ns", "cm")
+	eventually(t, "the deletion", func() bool { return value(t, c) == "<not found>" })
+	api.Set(cm("3"))
+	eventually(t, "the re-creation", func() bool { return value(t, c) == "3" })
+	require.Equal(t, 1, api.Requests()["get configmaps"], "one GET, whatever the TTL: the watch keeps it current")
+
+	t.Run("a watch the server ends is opened again", func(t *testing.T) {
+		api.CloseWatches()
+		eventually(t, "a new watch", func() bool { return api.Requests()["watch configmaps"] == 2 && api.Watches() == 1 })
+		api.Set(cm("4"))
+		eventually(t, "the update over the new watch", func() bool { return value(t, c) == "4" })
+	})
+	t.Run("secrets are watched too", func(t *testing.T) {
+		api.Set(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Data: map[string][]byte{"k": []byte("a")}})
+		_, err := c.GetSecret(context.Background(), "ns", "s")
+		require.NoError(t, err)
+		eventually(t, "the secret's watch", func() bool { return api.Watches() == 2 })
+		api.Set(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Data: map[string][]byte{"k": []byte("b")}})
+		eventually(t, "the secret's update", func() bool {
+			s, err := c.GetSecret(context.Background(), "ns", "s")
+			return err == nil && string(s.Data["k"]) == "b"
+		})
+		require.Equal(t, 1, api.Requests()["get secrets"])
+	})
+}
+
+func TestRunEndStopsEveryWatch(t *testing.T) {
+	api := objectstest.New()
+	api.Set(cm("1"))
+	c := objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Watch: true})
+	cancel := runCache(t, c)
+	require.Equal(t, "1", value(t, c))
+	eventually(t, "the watch", func() bool { return api.Watches() == 1 })
+	cancel()
+	eventually(t, "no watch left", func() bool { return api.Watches() == 0 })
+}
+
+func TestWithoutRunTheTTLApplies(t *testing.T) {
+	api := objectstest.New()
+	api.Set(cm("1"))
+	clk := clocktesting.NewFakeClock(t0)
+	c := objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Watch: true, Clock: clk})
+	require.Equal(t, "1", value(t, c))
+	require.Zero(t, api.Watches())
+	api.Set(cm("2"))
+	clk.Step(2 * time.Minute)
+	require.Equal(t, "2", value(t, c))
+}
+
+func TestAnUnusedObjectStopsBeingWatched(t *testing.T) {
+	api := objectstest.New()
+	api.Set(cm("1"))
+	clk := clocktesting.NewFakeClock(t0)
+	c := objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Watch: true, Clock: clk, TTL: time.Second})
+	runCache(t, c)
+	require.Equal(t, "1", value(t, c))
+	eventually(t, "the watch and its idle check", func() bool { return api.Watches() == 1 && clk.HasWaiters() })
+	clk.Step(11 * time.Second)
+	eventually(t, "the watch to stop", func() bool { return api.Watches() == 0 })
+	require.Equal(t, "1", value(t, c), "asked again: read again")
+	require.Equal(t, 2, api.Requests()["get configmaps"])
+}
+
+func TestAFailingWatchFallsBackToTheTTL(t *testing.T) {
+	api := objectstest.New()
+	api.Set(cm("1"))
+	api.InjectError("watch", "configmaps", apierrors.NewForbidden(v1.Resource("configmaps"), "cm", nil))
+	clk := clocktesting.NewFakeClock(t0)
+	c := objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Watch: true, Clock: clk})
+	runCache(t, c)
+	require.Equal(t, "1", value(t, c))
+	eventually(t, "the failed watch waiting to retry", func() bool { return clk.HasWaiters() })
+	api.Set(cm("2"))
+	clk.Step(61 * time.Second)
+	require.Equal(t, "2", value(t, c), "read again after the TTL")
+}
