@@ -82,6 +82,10 @@ const (
 //     counts as a change.
 //   - ContainerStatus.SandboxID, so that containers of an earlier sandbox do
 //     not count as progress of the current one; empty means "current".
+//   - ContainerStatus.IsCreating for a container an asynchronous backend
+//     is still creating: it is neither started again nor killed, and it
+//     keeps the pod up; any other created container is one whose start
+//     failed, which is started again (the kubelet's rule).
 func ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 	if status == nil {
 		status = &PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
@@ -134,6 +138,10 @@ func ComputePodActions(pod *v1.Pod, status *PodStatus) PodActions {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		cs := status.FindContainerStatusByName(c.Name)
+		if cs != nil && cs.IsCreating() {
+			keep++ // an asynchronous backend is still starting it
+			continue
+		}
 		if cs == nil || cs.State != ContainerStateRunning {
 			if shouldContainerBeRestarted(c, pod, status) {
 				a.ContainersToStart = append(a.ContainersToStart, i)
@@ -204,6 +212,9 @@ func computeInitContainerActions(pod *v1.Pod, status *PodStatus, a *PodActions) 
 
 		switch cs.State {
 		case ContainerStateCreated:
+			if cs.IsCreating() {
+				break // an asynchronous backend is still starting it
+			}
 			// Creation and start are one step; stuck in created means the
 			// start failed. Start it again.
 			a.InitContainersToStart = append(a.InitContainersToStart, i)

@@ -681,3 +681,46 @@ func startupPending(cs *ContainerStatus) *ContainerStatus {
 	cs.StartupPending = true
 	return cs
 }
+
+// creating is a container an asynchronous backend accepted and is still
+// creating (ReasonContainerCreating).
+func creating(c v1.Container) *ContainerStatus {
+	cs := cstat(c, ContainerStateCreated, 0)
+	cs.Reason = ReasonContainerCreating
+	return cs
+}
+
+func TestComputePodActionsAsyncBackend(t *testing.T) {
+	runActionCases(t, []actionCase{
+		{
+			name: "a container still being created is not started twice",
+			pod:  newPod(), status: ready(creating(app)),
+			want: plan{},
+		},
+		{
+			name: "a container still being created keeps the pod and its siblings start",
+			pod:  newPod(containers(app, app2)), status: ready(creating(app)),
+			want: plan{Start: []int{1}},
+		},
+		{
+			name: "a created container whose start failed is still started again",
+			pod:  newPod(), status: ready(created(app)),
+			want: plan{Start: []int{0}},
+		},
+		{
+			name: "an init container still being created is awaited",
+			pod:  newPod(inits(i0, i1)), status: ready(creating(i0)),
+			want: plan{},
+		},
+		{
+			name: "a sidecar still being created is awaited, the next one not yet started",
+			pod:  newPod(inits(sc0, i1)), status: ready(creating(sc0)),
+			want: plan{},
+		},
+		{
+			name: "once the backend reports it running it counts as running",
+			pod:  newPod(inits(sc0, i1)), status: ready(running(sc0)),
+			want: plan{Init: []int{1}},
+		},
+	})
+}

@@ -16,11 +16,17 @@
 //     with GetNewerThan, so a worker never acts on status older than its last
 //     update;
 //   - Backoff, the per-key exponential back-off behind CrashLoopBackOff and
-//     ImagePullBackOff;
+//     ImagePullBackOff, and CrashLoopBackOff, the check SyncPod makes
+//     before it starts a container again;
 //   - ComputePodActions, the runtime-neutral plan of what SyncPod must do
 //     (which sandbox to create, which containers to start or kill);
 //   - HashContainer, the container spec hash a runtime stores with each
 //     container so a changed spec restarts it.
+//
+// A backend that finishes starting a container after SyncPod returned (a
+// cloud API, a VM) reports it meanwhile as created with reason
+// ReasonContainerCreating, so ComputePodActions does not start it twice;
+// see that constant.
 //
 // Where it sits: podconfig -> syncloop -> podworkers -> agent -> Runtime, with
 // pleg relisting the Runtime into the Cache.

@@ -101,7 +101,7 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	}
 	start := func(action runtime.SyncAction, c *v1.Container, ctype string) error {
 		step := res.NewStep(action, c.Name)
-		if in, msg, err := doBackOff(pod, c, status, backoff); in {
+		if msg, err := runtime.CrashLoopBackOff(backoff, pod, c, status); err != nil {
 			step.Fail(err, msg)
 			return err
 		}
@@ -132,27 +132,4 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 
 func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
-// doBackOff reports whether c is in crash-loop back-off, as the kubelet's:
-// the newest exited instance's finish time is the failure; the first sync
-// after it records the failure, later syncs wait out the delay.
-func doBackOff(pod *v1.Pod, c *v1.Container, st *runtime.PodStatus, b *runtime.Backoff) (bool, string, error) {
-	var last *runtime.ContainerStatus
-	for _, cs := range st.ContainerStatuses {
-		if cs.Name == c.Name && cs.State == runtime.ContainerStateExited {
-			last = cs
-			break
-		}
-	}
-	if last == nil {
-		return false, "", nil
-	}
-	key := runtime.BackoffKey(pod, c)
-	if b.IsInBackOffSince(key, last.FinishedAt) {
-		msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", b.Get(key), c.Name, pod.Name, pod.Namespace, pod.UID)
-		return true, msg, fmt.Errorf("%w: %s", runtime.ErrCrashLoopBackOff, msg)
-	}
-	b.Next(key, last.FinishedAt)
-	return false, "", nil
 }

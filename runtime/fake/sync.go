@@ -139,15 +139,8 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 	}
 
 	// Crash-loop back-off, as the kubelet's doBackOff: from the newest exit.
-	if backoff != nil {
-		if last := lastExited(status, c.Name); last != nil {
-			key := runtime.BackoffKey(pod, c)
-			if backoff.IsInBackOffSince(key, last.FinishedAt) {
-				return fail(runtime.ErrCrashLoopBackOff, fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
-					backoff.Get(key), c.Name, pod.Name, pod.Namespace, pod.UID))
-			}
-			backoff.Next(key, last.FinishedAt)
-		}
+	if msg, err := runtime.CrashLoopBackOff(backoff, pod, c, status); err != nil {
+		return fail(err, msg)
 	}
 
 	imageID, msg, err := r.ensureImage(ctx, pod, c)
@@ -212,16 +205,6 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 		r.settle(p, now)
 	}
 	r.log.V(3).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "id", ctr.id.String())
-	return nil
-}
-
-// lastExited returns the newest exited instance of the named container.
-func lastExited(status *runtime.PodStatus, name string) *runtime.ContainerStatus {
-	for _, cs := range status.ContainerStatuses {
-		if cs.Name == name && cs.State == runtime.ContainerStateExited {
-			return cs
-		}
-	}
 	return nil
 }
 

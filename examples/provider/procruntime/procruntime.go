@@ -238,13 +238,9 @@ func (r *Runtime) start(pod *v1.Pod, c *v1.Container, st *runtime.PodStatus, bac
 	restart := 0
 	if prev := st.FindContainerStatusByName(c.Name); prev != nil {
 		restart = prev.RestartCount + 1
-		if backoff != nil && prev.State == runtime.ContainerStateExited {
-			key := runtime.BackoffKey(pod, c)
-			if backoff.IsInBackOffSince(key, prev.FinishedAt) {
-				step.Fail(runtime.ErrCrashLoopBackOff, fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", backoff.Get(key), c.Name, pod.Name))
-				return
-			}
-			backoff.Next(key, prev.FinishedAt)
+		if msg, err := runtime.CrashLoopBackOff(backoff, pod, c, st); err != nil {
+			step.Fail(err, msg)
+			return
 		}
 	}
 	argv := append(append([]string{}, c.Command...), c.Args...)
