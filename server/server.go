@@ -61,11 +61,14 @@ type Config struct {
 	// Metrics serves /metrics, for example the prometheus.Registry the
 	// agent's Config.Registerer registered on.
 	Metrics prometheus.Gatherer
+	// ProbeMetrics serves /metrics/probes, the prober's metrics, for example
+	// the registry the agent's Config.ProbeRegisterer registered on.
+	ProbeMetrics prometheus.Gatherer
 	// Logs serves /containerLogs/{namespace}/{pod}/{container} (not in
 	// ReadOnly mode); a runtime that implements runtime.ContainerLogs fits.
 	Logs runtime.ContainerLogs
-	// ReadOnly serves only /healthz, /pods and /metrics, as the kubelet's
-	// read-only port.
+	// ReadOnly serves only /healthz, /pods, /metrics and /metrics/probes,
+	// as the kubelet's read-only port.
 	ReadOnly bool
 	// Auth, if set, authenticates and authorizes every request, as the
 	// kubelet's webhook authentication and authorization do. nil: every
@@ -110,6 +113,9 @@ func New(c Config) (*Server, error) {
 	s.mux.HandleFunc("GET /pods/", s.getPods)
 	if c.Metrics != nil {
 		s.mux.Handle("GET /metrics", promhttp.HandlerFor(c.Metrics, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	}
+	if c.ProbeMetrics != nil {
+		s.mux.Handle("GET /metrics/probes", promhttp.HandlerFor(c.ProbeMetrics, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	}
 	if !c.ReadOnly {
 		if c.RunningPods != nil {

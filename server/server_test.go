@@ -195,6 +195,19 @@ func TestMetrics(t *testing.T) {
 	assert.Contains(t, body, "# TYPE kubelet_started_pods_total counter\nkubelet_started_pods_total 3\n")
 }
 
+func TestProbeMetrics(t *testing.T) {
+	probes := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "prober_probe_total", Help: "probes"})
+	c.Inc()
+	probes.MustRegister(c)
+	f := newFixture(t, func(c *server.Config) { c.ProbeMetrics = probes })
+	code, body := f.get(t, "/metrics/probes")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "prober_probe_total 1\n")
+	_, body = f.get(t, "/metrics")
+	assert.NotContains(t, body, "prober_probe_total", "probe metrics are served apart, as the kubelet's")
+}
+
 func TestContainerLogs(t *testing.T) {
 	f := newFixture(t, nil)
 	for _, tc := range []struct {

@@ -304,9 +304,10 @@ func TestManifestURLHeaderIsRepeatable(t *testing.T) {
 // TestProbesManifestOnTheInMemoryRuntime runs the shipped probes.yaml: the
 // container turns ready after its readiness probe's initial delay, unready
 // when its (scripted) health check starts failing, and the failed liveness
-// probe restarts it.
+// probe restarts it; /metrics/probes counts the probes.
 func TestProbesManifestOnTheInMemoryRuntime(t *testing.T) {
-	s := start(t, "-pod-manifest-path", "manifests/probes.yaml", "-node-name", "test-node")
+	ap := freePort(t)
+	s := start(t, "-pod-manifest-path", "manifests/probes.yaml", "-node-name", "test-node", "-port", ap)
 	s.waitFrame(t, "the probed container not ready at first", func(f string) bool {
 		return matches(f, []want{{"probed-test-node", "app", "Running", "running; not ready"}})
 	})
@@ -318,6 +319,16 @@ func TestProbesManifestOnTheInMemoryRuntime(t *testing.T) {
 		n, _ := strconv.Atoi(restarts)
 		return ok && n >= 1
 	})
+	_, probes := httpGet(t, "http://127.0.0.1:"+ap+"/metrics/probes")
+	for _, want := range []string{
+		`prober_probe_total{container="app",namespace="default",pod="probed-test-node",pod_uid=`,
+		`probe_type="Liveness",result="failed"}`, `probe_type="Readiness",result="successful"}`,
+		"# TYPE prober_probe_duration_seconds histogram",
+	} {
+		if !strings.Contains(probes, want) {
+			t.Errorf("/metrics/probes lacks %s:\n%s", want, probes)
+		}
+	}
 	if err := s.stop(t); err != nil {
 		t.Fatalf("run: %v", err)
 	}

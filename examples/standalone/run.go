@@ -194,7 +194,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	reg := newRegistry()
+	reg, probeReg := newRegistry(), prometheus.NewRegistry()
 	rt, closeRuntime, err := newRuntime(ctx, o, reg, log)
 	if err != nil {
 		return err
@@ -220,12 +220,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		TerminateOnExit:    true,
 		Log:                log.WithName("agent"),
 		Registerer:         reg,
+		ProbeRegisterer:    probeReg,
 	})
 	if err != nil {
 		return err
 	}
 	sctx, stopServers := context.WithCancel(ctx)
-	wait, err := serve(sctx, &o.serve, a, rt, reg, log.WithName("server"))
+	wait, err := serve(sctx, &o.serve, a, rt, reg, probeReg, log.WithName("server"))
 	if err != nil {
 		stopServers()
 		return err

@@ -66,9 +66,9 @@ func newRegistry() *prometheus.Registry {
 // serve starts the servers o asks for on a's views; they stop when ctx
 // ends, and the returned function waits for that. A port that cannot be
 // bound is logged, as the kubelet does, and the agent runs on.
-func serve(ctx context.Context, o *serveOptions, a *agent.Agent, rt runtime.Runtime, reg *prometheus.Registry, log logr.Logger) (func(), error) {
+func serve(ctx context.Context, o *serveOptions, a *agent.Agent, rt runtime.Runtime, reg, probeReg *prometheus.Registry, log logr.Logger) (func(), error) {
 	checks := []server.HealthCheck{{Name: "syncloop", Check: a.SyncLoopHealthy}, {Name: "pleg", Check: a.PLEGHealthy}}
-	cfg := server.Config{Pods: a, RunningPods: rt, HealthChecks: checks, Metrics: reg, Log: log}
+	cfg := server.Config{Pods: a, RunningPods: rt, HealthChecks: checks, Metrics: reg, ProbeMetrics: probeReg, Log: log}
 	if l, ok := rt.(runtime.ContainerLogs); ok {
 		cfg.Logs = l
 	}
