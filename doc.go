@@ -40,6 +40,61 @@
 //   - dns: the kubelet's pod DNS configuration (dnsPolicy, cluster DNS,
 //     host resolv.conf, limits), for runtime/cri or any runtime.
 //
+// # Deliberate differences from the kubelet
+//
+// nodekit follows the kubelet (pkg/kubelet) wherever it can; these are the
+// places where it knowingly does not, and why:
+//
+//   - A crash-looping sidecar (restartable init container) of a pod with
+//     restartPolicy Never is shown waiting in CrashLoopBackOff; kubelet
+//     1.34 shows it terminated. The sidecar is restarted whatever the pod's
+//     policy, and nodekit decides the waiting reason from the container's
+//     own effective policy, as for every other restarting container; the
+//     kubelet looks at the pod's policy only. (status)
+//   - nodekit tells the containers of a recreated sandbox from those of the
+//     old one (ContainerStatus.SandboxID, creation times); the kubelet
+//     cannot (see its computeInitContainerActions). So after a sandbox
+//     recreation a pod counts as initialized only once a regular container
+//     runs in the new sandbox: a pod whose sidecar has no startup probe is
+//     Pending until then, where the kubelet may count the old sandbox's
+//     containers and report Running. Likewise a container that exited and
+//     whose restart policy keeps it down is not started in the new sandbox;
+//     the kubelet spares only containers that succeeded under OnFailure.
+//     (status, runtime.ComputePodActions)
+//   - Mirror pods are created, replaced and deleted by the status manager
+//     as part of its sync, not by SyncPod: it already holds the apiserver
+//     client and the static/mirror UID mapping, and so the runtime path
+//     never waits on the apiserver. (status)
+//   - No informers: the status manager does not notice a status someone
+//     else changed until its own next change of it (the periodic reconcile
+//     resends only what the apiserver has not acknowledged); the node
+//     controller reads the Node again only after a conflict and lists images
+//     on every computation. Secrets for image pulls (and configMaps, secrets
+//     and services for environments and volumes) are read through a cache
+//     with a TTL (package objects, 1m) instead of the kubelet's watches.
+//     Fewer moving parts and no client-go in the library. (status, node,
+//     objects, agent)
+//   - Static pod UIDs are hashed from the manifest's protobuf encoding, so
+//     they are stable across restarts of one program but differ from the
+//     UIDs the kubelet derives for the same manifest. (podconfig/staticpod)
+//   - Unknown and duplicate fields of static manifests, which the kubelet
+//     drops silently, give a FieldValidationWarning event on the pod (the
+//     pod runs without them), and an invalid pod's error names the unknown
+//     fields, since a typo is the usual cause. (podconfig/staticpod)
+//   - A pod without a UID (client-go's fake clientset makes such pods; the
+//     apiserver never does) is dropped by podconfig with one
+//     FailedValidation event and error log, since every part keys pods by
+//     UID. (podconfig)
+//   - Admission can be restricted with agent.Config.DenyPrivileged and
+//     DenyHostNamespaces (and runtime/cri's DenyPrivileged), options the
+//     current kubelet no longer has; by default both are admitted, as by
+//     the kubelet. (agent, runtime/cri)
+//   - The DeadlineExceeded event of activeDeadlineSeconds is recorded once,
+//     when the pod is failed; the kubelet records it at every status
+//     generation past the deadline. (agent)
+//   - pod_start_sli_duration_seconds does not subtract image pull time: the
+//     runtime contract does not report it. (agent)
+//
 // Every external dependency (runtime, apiserver clients, clock, logger) is an
 // interface the caller can fill with a fake. The smallest useful assembly is
 // agent.New with a node name and runtime/fake's runtime; see

@@ -44,6 +44,11 @@
 // Pods returns what the agent runs with the statuses it generated, for a
 // live view or a test's assertions.
 //
+// Where the agent (or a part it assembles) knowingly differs from the
+// kubelet is listed, with the reasons, in the module's package doc
+// (github.com/nodekit/nodekit), under "Deliberate differences from the
+// kubelet".
+//
 // Config.Registerer turns on the kubelet's metrics of the PLEG, the pod
 // workers and the agent itself (pods and containers started, pod start
 // durations) under the kubelet's names; nothing is registered without it.
