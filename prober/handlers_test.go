@@ -138,6 +138,18 @@ func TestHTTPProbe(t *testing.T) {
 			t.Fatal(o, err)
 		}
 	})
+	t.Run("no pod IP and no host is an error", func(t *testing.T) {
+		if _, _, err := runOnce(t, httpGet("/ok", port), v1.Container{Name: "app"}, "", nil); err == nil || !strings.Contains(err.Error(), "no host to probe") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("the probe's host wins over the pod IP", func(t *testing.T) {
+		p := httpGet("/ok", port)
+		p.HTTPGet.Host = host
+		if o, _, err := runOnce(t, p, v1.Container{Name: "app"}, "192.0.2.1", nil); err != nil || o != outcomeSuccess {
+			t.Fatal(o, err)
+		}
+	})
 	t.Run("a refused connection fails", func(t *testing.T) {
 		o, out, err := runOnce(t, httpGet("/", closedPort(t)), v1.Container{Name: "app"}, "127.0.0.1", nil)
 		if err != nil || o != outcomeFailure || !strings.Contains(out, "refused") {
@@ -180,6 +192,9 @@ func TestTCPProbe(t *testing.T) {
 	}
 	if o, out, err := runOnce(t, tcp(closedPort(t)), v1.Container{Name: "app"}, "127.0.0.1", nil); err != nil || o != outcomeFailure || !strings.Contains(out, "refused") {
 		t.Fatalf("closed port: %v %q %v", o, out, err)
+	}
+	if _, _, err := runOnce(t, tcp(80), v1.Container{Name: "app"}, "", nil); err == nil || !strings.Contains(err.Error(), "no host to probe") {
+		t.Fatalf("no pod IP: %v, want an error, not a probe of the node's localhost", err)
 	}
 }
 

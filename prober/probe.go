@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -98,6 +99,9 @@ func (m *Manager) runProbe(ctx context.Context, w *worker, podIP string) (outcom
 		host := p.TCPSocket.Host
 		if host == "" {
 			host = podIP
+		}
+		if host == "" {
+			return outcomeUnknown, "", errors.New("no host to probe: the pod has no IP yet and the probe sets no host")
 		}
 		return tcpProbe(ctx, host, port, timeout)
 	default: // GRPC; newSpec made sure there is one handler
