@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/podenv"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -25,6 +26,10 @@ import (
 type Config struct {
 	// Root is where container logs go. Required.
 	Root string
+	// Env builds containers' environments, as runtime/cri's does: env from
+	// API objects, fieldRef, resourceFieldRef, $(VAR) expansion. Default:
+	// podenv's resolver without API sources.
+	Env *podenv.Resolver
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// Log defaults to logr.Discard().
@@ -234,7 +239,7 @@ func (r *Runtime) logPath(pod *v1.Pod, name string, restart int) string {
 }
 
 // start runs one container; the step records failures.
-func (r *Runtime) start(pod *v1.Pod, c *v1.Container, st *runtime.PodStatus, backoff *runtime.Backoff, step *runtime.SyncResult) {
+func (r *Runtime) start(ctx context.Context, pod *v1.Pod, c *v1.Container, st *runtime.PodStatus, backoff *runtime.Backoff, step *runtime.SyncResult) {
 	restart := 0
 	if prev := st.FindContainerStatusByName(c.Name); prev != nil {
 		restart = prev.RestartCount + 1
@@ -243,18 +248,24 @@ func (r *Runtime) start(pod *v1.Pod, c *v1.Container, st *runtime.PodStatus, bac
 			return
 		}
 	}
-	argv := append(append([]string{}, c.Command...), c.Args...)
+	resolver := r.cfg.Env
+	if resolver == nil {
+		resolver = podenv.New(podenv.Config{})
+	}
+	vars, err := resolver.Env(ctx, pod, c, nil)
+	if err != nil {
+		step.Fail(runtime.ErrCreateContainerConfig, err.Error())
+		return
+	}
+	lookup := podenv.Lookup(vars)
+	argv := append(podenv.ExpandAll(c.Command, lookup), podenv.ExpandAll(c.Args, lookup)...)
 	if len(argv) == 0 {
 		step.Fail(runtime.ErrCreateContainerConfig, "procruntime needs a command: images are not run")
 		return
 	}
-	env := make([]string, 0, len(c.Env))
-	for _, e := range c.Env {
-		if e.ValueFrom != nil {
-			step.Fail(runtime.ErrCreateContainerConfig, fmt.Sprintf("env %s: valueFrom is not supported", e.Name))
-			return
-		}
-		env = append(env, e.Name+"="+e.Value)
+	env := make([]string, 0, len(vars))
+	for _, v := range vars {
+		env = append(env, v.Name+"="+v.Value)
 	}
 	logPath := r.logPath(pod, c.Name, restart)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {

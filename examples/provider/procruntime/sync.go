@@ -58,19 +58,19 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, st *runtime.PodStatu
 	}
 	for _, i := range a.EphemeralContainersToStart {
 		ec := v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		r.start(pod, &ec, st, backoff, res.NewStep(runtime.StartContainer, ec.Name))
+		r.start(ctx, pod, &ec, st, backoff, res.NewStep(runtime.StartContainer, ec.Name))
 	}
 	for _, i := range a.InitContainersToStart {
 		c := &pod.Spec.InitContainers[i]
 		step := res.NewStep(runtime.StartContainer, c.Name)
-		r.start(pod, c, st, backoff, step)
+		r.start(ctx, pod, c, st, backoff, step)
 		if step.Error != nil && !isSidecar(c) {
 			return res
 		}
 	}
 	for _, i := range a.ContainersToStart {
 		c := &pod.Spec.Containers[i]
-		r.start(pod, c, st, backoff, res.NewStep(runtime.StartContainer, c.Name))
+		r.start(ctx, pod, c, st, backoff, res.NewStep(runtime.StartContainer, c.Name))
 	}
 	return res
 }
