@@ -39,6 +39,15 @@
 //     runtime/cri or any runtime on Linux.
 //   - dns: the kubelet's pod DNS configuration (dnsPolicy, cluster DNS,
 //     host resolv.conf, limits), for runtime/cri or any runtime.
+//   - podenv: container environments as the kubelet builds them (env,
+//     envFrom, fieldRef, resourceFieldRef, configMap and secret keys,
+//     service variables, $(VAR) expansion), for runtime/cri or any runtime.
+//   - volume: pod volumes on the node (hostPath checks, emptyDir on disk or
+//     tmpfs, configMap, secret, downwardAPI and projected volumes with
+//     service-account tokens, the kubelet's atomic writer).
+//   - objects: configMaps, secrets, services and service-account tokens
+//     behind client-go-shaped interfaces, cached or watched, for podenv and
+//     volume.
 //
 // # Deliberate differences from the kubelet
 //
@@ -69,11 +78,12 @@
 //     else changed until its own next change of it (the periodic reconcile
 //     resends only what the apiserver has not acknowledged); the node
 //     controller reads the Node again only after a conflict and lists images
-//     on every computation. Secrets for image pulls (and configMaps, secrets
-//     and services for environments and volumes) are read through a cache
-//     with a TTL (package objects, 1m) instead of the kubelet's watches.
-//     Fewer moving parts and no client-go in the library. (status, node,
-//     objects, agent)
+//     on every computation. Fewer moving parts and no client-go in the
+//     library. ConfigMaps and secrets for environments and volumes are
+//     watched one by one as the kubelet's Watch strategy does only with
+//     objects.Config.Watch and Cache.Run (examples/kubenode does); without,
+//     and for services always, they are read again every TTL (1m), the
+//     kubelet's Cache strategy. (status, node, objects, agent)
 //   - Static pod UIDs are hashed from the manifest's protobuf encoding, so
 //     they are stable across restarts of one program but differ from the
 //     UIDs the kubelet derives for the same manifest. (podconfig/staticpod)
@@ -94,6 +104,23 @@
 //     generation past the deadline. (agent)
 //   - pod_start_sli_duration_seconds does not subtract image pull time: the
 //     runtime contract does not report it. (agent)
+//   - A volume that cannot be set up (a missing configMap, a refused token)
+//     holds the pod's containers back with CreateContainerConfigError and
+//     the kubelet's "MountVolume.SetUp failed for volume ..." message, and a
+//     FailedMount event; the kubelet leaves them in ContainerCreating with
+//     the event only. The reason makes the cause visible in the status.
+//     (runtime/cri, volume)
+//   - Secret and projected volumes are written to PodsRoot's filesystem;
+//     the kubelet puts them on a tmpfs. nodekit mounts tmpfs only for
+//     emptyDirs of medium Memory, so a node that may not mount still runs
+//     pods with secrets. The sizeLimit of emptyDirs on disk is not enforced
+//     (the kubelet's eviction manager does it). (volume)
+//   - Variables from envFrom keep a stable order (sorted keys, then env in
+//     declaration order, then service variables); the kubelet's follows
+//     map iteration. envFrom keys no environment can hold (with '=' or
+//     control characters) are skipped with the kubelet's
+//     InvalidEnvironmentVariableNames event, which current kubelets, relying
+//     on the apiserver's relaxed validation, no longer check. (podenv)
 //
 // Every external dependency (runtime, apiserver clients, clock, logger) is an
 // interface the caller can fill with a fake. The smallest useful assembly is
