@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,12 +65,16 @@ func TestClusterPodEnvAndVolumesOnContainerd(t *testing.T) {
 				LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}}},
 			Containers: []corev1.Container{{
 				Name: "main", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-				Env: []corev1.EnvVar{{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-					LocalObjectReference: corev1.LocalObjectReference{Name: "app"}, Key: "mode"}}}},
+				Env: []corev1.EnvVar{
+					{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "app"}, Key: "mode"}}},
+					// No limit: the node's allocatable, as with the kubelet.
+					{Name: "CPUS", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.cpu"}}},
+				},
 				VolumeMounts: []corev1.VolumeMount{{Name: "app", MountPath: "/etc/app"}},
 				// Waits for the configMap update to reach its file, then reports.
 				Command: []string{"sh", "-c", `while [ "$(cat /etc/app/mode)" != slow ]; do sleep 0.2; done
-printf '%s|%s|%s|%s|%s' "$MODE" "$(cat /etc/app/mode)" "$(cat ` + sa + `/namespace)" "$KUBERNETES_SERVICE_HOST" "$(cat ` + sa + `/token)" > /dev/termination-log`},
+printf '%s|%s|%s|%s|%s|%s' "$MODE" "$(cat /etc/app/mode)" "$(cat ` + sa + `/namespace)" "$KUBERNETES_SERVICE_HOST" "$CPUS" "$(cat ` + sa + `/token)" > /dev/termination-log`},
 			}},
 		},
 	}
@@ -99,8 +104,8 @@ printf '%s|%s|%s|%s|%s' "$MODE" "$(cat /etc/app/mode)" "$(cat ` + sa + `/namespa
 		return ""
 	})
 	term := done.Status.ContainerStatuses[0].State.Terminated
-	parts := strings.SplitN(term.Message, "|", 5)
-	if len(parts) != 5 {
+	parts := strings.SplitN(term.Message, "|", 6)
+	if len(parts) != 6 {
 		t.Fatalf("termination message %q", term.Message)
 	}
 	if want := []string{"fast", "slow", ns}; parts[0] != want[0] || parts[1] != want[1] || parts[2] != want[2] {
@@ -109,7 +114,12 @@ printf '%s|%s|%s|%s|%s' "$MODE" "$(cat /etc/app/mode)" "$(cat ` + sa + `/namespa
 	if parts[3] != "10.0.0.1" {
 		t.Errorf("KUBERNETES_SERVICE_HOST = %q, want the kubernetes service's 10.0.0.1", parts[3])
 	}
-	tr, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: parts[4]}}, metav1.CreateOptions{})
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	must(t, err)
+	if cpus := n.Status.Allocatable[corev1.ResourceCPU]; parts[4] != strconv.FormatInt(cpus.Value(), 10) {
+		t.Errorf("limits.cpu without a limit = %q, want the node's allocatable %s", parts[4], cpus.String())
+	}
+	tr, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: parts[5]}}, metav1.CreateOptions{})
 	must(t, err)
 	if !tr.Status.Authenticated || tr.Status.User.Username != "system:serviceaccount:default:default" {
 		t.Errorf("the pod's token is not accepted: %+v", tr.Status)

@@ -60,9 +60,11 @@ type Config struct {
 	MasterServiceNamespace string
 	// HostIPs are the node's IPs, primary first, for status.hostIP(s).
 	HostIPs []string
-	// NodeAllocatable stands in for limits a container does not set in
-	// resourceFieldRefs. Optional, usually from the Node's status.
-	NodeAllocatable v1.ResourceList
+	// NodeAllocatable returns the node's allocatable resources, which stand
+	// in for limits a container does not set in resourceFieldRefs, as the
+	// kubelet's. Optional (such limits are then 0); usually the Node's
+	// status.allocatable, for example from agent.Agent's Node().Node().
+	NodeAllocatable func() v1.ResourceList
 	// Recorder receives the InvalidEnvironmentVariableNames events.
 	Recorder EventRecorder
 }
@@ -236,7 +238,7 @@ func (r *Resolver) Env(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs
 				return nil, fmt.Errorf("env %q: %w", ev.Name, err)
 			}
 		case from.ResourceFieldRef != nil:
-			if val, err = ResourceValue(from.ResourceFieldRef, pod, c, r.cfg.NodeAllocatable); err != nil {
+			if val, err = ResourceValue(from.ResourceFieldRef, pod, c, r.allocatable()); err != nil {
 				return nil, fmt.Errorf("env %q: %w", ev.Name, err)
 			}
 		case from.ConfigMapKeyRef != nil:
@@ -305,6 +307,13 @@ func (r *Resolver) serviceVars(ctx context.Context, pod *v1.Pod) ([]Var, error) 
 		own = master
 	}
 	return serviceEnv(master, own, r.cfg.MasterServiceNamespace, pod.Namespace, links), nil
+}
+
+func (r *Resolver) allocatable() v1.ResourceList {
+	if r.cfg.NodeAllocatable == nil {
+		return nil
+	}
+	return r.cfg.NodeAllocatable()
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }

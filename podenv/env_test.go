@@ -56,8 +56,10 @@ func testAPI() *objectstest.API {
 func resolver(api *objectstest.API, rec podenv.EventRecorder) *podenv.Resolver {
 	cache := objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Secrets: api.Secrets, Services: api.Services})
 	return podenv.New(podenv.Config{Objects: cache, Services: cache, HostIPs: []string{"192.168.1.10", "fd00::10"},
-		NodeAllocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi")},
-		Recorder:        rec})
+		NodeAllocatable: func() v1.ResourceList {
+			return v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi")}
+		},
+		Recorder: rec})
 }
 
 func field(path string) *v1.EnvVarSource {

@@ -78,9 +78,10 @@ type Config struct {
 	// Tokens issues service-account tokens for projected volumes. nil:
 	// they fail with ErrNoSource.
 	Tokens TokenGetter
-	// NodeAllocatable stands in for limits a container does not set in
-	// downward API resourceFieldRefs.
-	NodeAllocatable v1.ResourceList
+	// NodeAllocatable returns the node's allocatable resources, which stand
+	// in for limits a container does not set in downward API
+	// resourceFieldRefs. Optional (such limits are then 0).
+	NodeAllocatable func() v1.ResourceList
 	// Mounter mounts tmpfs for emptyDir volumes with medium Memory.
 	// Default: mount(2) on Linux, an error elsewhere.
 	Mounter Mounter

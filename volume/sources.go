@@ -183,7 +183,11 @@ func (m *Manager) addDownwardAPI(out map[string]File, pod *v1.Pod, items []v1.Do
 			}
 			val, err = podenv.MetadataValue(pod, it.FieldRef.FieldPath)
 		case it.ResourceFieldRef != nil:
-			val, err = podenv.ResourceValue(it.ResourceFieldRef, pod, nil, m.cfg.NodeAllocatable)
+			var alloc v1.ResourceList
+			if m.cfg.NodeAllocatable != nil {
+				alloc = m.cfg.NodeAllocatable()
+			}
+			val, err = podenv.ResourceValue(it.ResourceFieldRef, pod, nil, alloc)
 		default:
 			err = fmt.Errorf("neither fieldRef nor resourceFieldRef")
 		}

@@ -96,7 +96,7 @@ func newEnv(t *testing.T) *env {
 	fm := &fakeMounter{mounted: map[string]int64{}}
 	rec := &recorder{}
 	m, err := volume.New(volume.Config{PodsRoot: pods, Objects: cache, Tokens: tokens, Mounter: fm, Recorder: rec,
-		NodeAllocatable: v1.ResourceList{v1.ResourceMemory: resource.MustParse("8Gi")}})
+		NodeAllocatable: func() v1.ResourceList { return v1.ResourceList{v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourceCPU: resource.MustParse("2")} }})
 	require.NoError(t, err)
 	return &env{api: api, tokens: tokens, m: m, mounter: fm, rec: rec, root: root, pods: pods}
 }
@@ -166,11 +166,12 @@ func TestVolumeTypes(t *testing.T) {
 		{name: "secret: keys with defaultMode", vol: v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec", DefaultMode: ptr.To[int32](0o400)}}},
 			want: map[string]string{"password": "hunter2 0400"}},
 		{name: "secret: missing is the kubelet's error", vol: v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "nope"}}}, wantErr: `secrets "nope" not found`},
-		{name: "downwardAPI: labels, name and a memory limit", vol: v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
+		{name: "downwardAPI: labels, name, a memory limit and a cpu limit from the node's allocatable", vol: v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
 			{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
 			{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}, Mode: ptr.To[int32](0o400)},
 			{Path: "mem", ResourceFieldRef: &v1.ResourceFieldSelector{ContainerName: "main", Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}},
-		}}}}, want: map[string]string{"labels": "app=\"web\"\ntier=\"front\" 0644", "name": "web 0400", "mem": "64 0644"}},
+			{Path: "cpu", ResourceFieldRef: &v1.ResourceFieldSelector{ContainerName: "main", Resource: "limits.cpu"}},
+		}}}}, want: map[string]string{"labels": "app=\"web\"\ntier=\"front\" 0644", "name": "web 0400", "mem": "64 0644", "cpu": "2 0644"}},
 		{name: "projected: the kube-api-access volume", vol: v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
 			DefaultMode: ptr.To[int32](0o644),
 			Sources: []v1.VolumeProjection{

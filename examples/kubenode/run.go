@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -296,7 +297,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rt, closeRuntime, err := newRuntime(ctx, o, cs, log)
+	// The runtime is made before the agent, whose Node gives the
+	// allocatable resources the downward API falls back on.
+	var started atomic.Pointer[agent.Agent]
+	rt, closeRuntime, err := newRuntime(ctx, o, cs, allocatableOf(&started), log)
 	if err != nil {
 		return err
 	}
@@ -334,6 +338,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	started.Store(a)
 	log.Info("Joining the cluster", "node", o.nodeName, "kubeconfig", o.kubeconfig, "runtime", rt.Type())
 	go func() {
 		select {
@@ -348,7 +353,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // newRuntime returns the runtime o asks for and a function that releases it.
-func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, log logr.Logger) (runtime.Runtime, func(), error) {
+func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, alloc func() v1.ResourceList, log logr.Logger) (runtime.Runtime, func(), error) {
 	if o.criEndpoint == "" {
 		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1)})
 		if err != nil {
@@ -360,7 +365,7 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, log lo
 	if err != nil {
 		return nil, nil, err
 	}
-	env, vols, stopSources, err := podSources(ctx, cs, o, log)
+	env, vols, stopSources, err := podSources(ctx, cs, o, alloc, log)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/podenv"
 	"github.com/nodekit/nodekit/volume"
@@ -17,7 +20,7 @@ import (
 // the cache's TTL, service-account tokens through the TokenRequest API.
 // client-go's typed clients fill the objects package's interfaces as they
 // are. stop ends the watches and waits for them.
-func podSources(ctx context.Context, cs kubernetes.Interface, o *options, log logr.Logger) (env *podenv.Resolver, vols *volume.Manager, stop func(), err error) {
+func podSources(ctx context.Context, cs kubernetes.Interface, o *options, alloc func() v1.ResourceList, log logr.Logger) (env *podenv.Resolver, vols *volume.Manager, stop func(), err error) {
 	core := cs.CoreV1()
 	cache := objects.New(objects.Config{
 		ConfigMaps: func(ns string) objects.ConfigMapGetter { return core.ConfigMaps(ns) },
@@ -30,7 +33,7 @@ func podSources(ctx context.Context, cs kubernetes.Interface, o *options, log lo
 		ServiceAccounts: func(ns string) objects.TokenCreator { return core.ServiceAccounts(ns) },
 		Log:             log.WithName("tokens"),
 	})
-	vols, err = volume.New(volume.Config{PodsRoot: o.podsRoot, Objects: cache, Tokens: tokens, Log: log.WithName("volumes")})
+	vols, err = volume.New(volume.Config{PodsRoot: o.podsRoot, Objects: cache, Tokens: tokens, NodeAllocatable: alloc, Log: log.WithName("volumes")})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -38,5 +41,20 @@ func podSources(ctx context.Context, cs kubernetes.Interface, o *options, log lo
 	done := make(chan struct{})
 	go func() { cache.Run(ctx); close(done) }()
 	stop = func() { cancel(); <-done }
-	return podenv.New(podenv.Config{Objects: cache, Services: cache, HostIPs: o.nodeIPs}), vols, stop, nil
+	return podenv.New(podenv.Config{Objects: cache, Services: cache, HostIPs: o.nodeIPs, NodeAllocatable: alloc}), vols, stop, nil
+}
+
+// allocatableOf returns the allocatable resources of the Node the agent
+// last sent, once it runs; none before.
+func allocatableOf(a *atomic.Pointer[agent.Agent]) func() v1.ResourceList {
+	return func() v1.ResourceList {
+		ag := a.Load()
+		if ag == nil || ag.Node() == nil {
+			return nil
+		}
+		if n := ag.Node().Node(); n != nil {
+			return n.Status.Allocatable
+		}
+		return nil
+	}
 }
