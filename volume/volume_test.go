@@ -96,7 +96,9 @@ func newEnv(t *testing.T) *env {
 	fm := &fakeMounter{mounted: map[string]int64{}}
 	rec := &recorder{}
 	m, err := volume.New(volume.Config{PodsRoot: pods, Objects: cache, Tokens: tokens, Mounter: fm, Recorder: rec,
-		NodeAllocatable: func() v1.ResourceList { return v1.ResourceList{v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourceCPU: resource.MustParse("2")} }})
+		NodeAllocatable: func() v1.ResourceList {
+			return v1.ResourceList{v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourceCPU: resource.MustParse("2")}
+		}})
 	require.NoError(t, err)
 	return &env{api: api, tokens: tokens, m: m, mounter: fm, rec: rec, root: root, pods: pods}
 }
