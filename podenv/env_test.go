@@ -114,6 +114,9 @@ func TestEnvSources(t *testing.T) {
 			{Name: "PIP", ValueFrom: field("status.podIP")}, {Name: "PIPS", ValueFrom: field("status.podIPs")},
 			{Name: "HIP", ValueFrom: field("status.hostIP")}, {Name: "HIPS", ValueFrom: field("status.hostIPs")},
 		}, want: map[string]string{"PIP": "10.1.0.7", "PIPS": "10.1.0.7,fd01::7", "HIP": "192.168.1.10", "HIPS": "192.168.1.10,fd00::10"}},
+		{name: "status IPs as the kubelet sorts them: node's primary family first, one per family", podIPs: []string{"fd01::7", "fd01::8", "10.1.0.7"}, env: []v1.EnvVar{
+			{Name: "PIP", ValueFrom: field("status.podIP")}, {Name: "PIPS", ValueFrom: field("status.podIPs")},
+		}, want: map[string]string{"PIP": "10.1.0.7", "PIPS": "10.1.0.7,fd01::7"}},
 		{name: "unsupported field path is an error", env: []v1.EnvVar{{Name: "X", ValueFrom: field("spec.bogus")}}, wantErr: `env "X": field path "spec.bogus"`},
 		{name: "resource limits and requests with divisor, allocatable for a missing limit", res: limits, env: []v1.EnvVar{
 			{Name: "MEM", ValueFrom: res("limits.memory", "1Mi")}, {Name: "MEMB", ValueFrom: res("limits.memory", "")},

@@ -10,6 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/podutil"
 )
 
 // ErrUnsupportedField is wrapped when a fieldRef or resourceFieldRef names
@@ -18,8 +20,10 @@ var ErrUnsupportedField = errors.New("unsupported downward API field")
 
 // FieldValue returns the value of a fieldRef (metadata.name,
 // metadata.labels['k'], status.podIP, ...) for pod, as the kubelet's
-// podFieldSelectorRuntimeValue. podIPs and hostIPs are primary first;
-// status.podIP(s) of a host-network pod are its host IPs.
+// podFieldSelectorRuntimeValue. hostIPs are primary first; podIPs are the
+// runtime's, in any order, and picked as the kubelet's sortPodIPs does (one
+// per family, the node's primary family first); status.podIP(s) of a
+// host-network pod are its host IPs.
 func FieldValue(fs *v1.ObjectFieldSelector, pod *v1.Pod, podIPs, hostIPs []string) (string, error) {
 	if fs.APIVersion != "" && fs.APIVersion != "v1" {
 		return "", fmt.Errorf("unsupported pod version: %s: %w", fs.APIVersion, ErrUnsupportedField)
@@ -41,12 +45,13 @@ func FieldValue(fs *v1.ObjectFieldSelector, pod *v1.Pod, podIPs, hostIPs []strin
 		}
 		return strings.Join(hostIPs, ","), nil
 	case "status.podIP":
+		podIPs = podutil.SortPodIPs(podIPs, hostIPs)
 		if len(podIPs) == 0 {
 			return "", nil
 		}
 		return podIPs[0], nil
 	case "status.podIPs":
-		return strings.Join(podIPs, ","), nil
+		return strings.Join(podutil.SortPodIPs(podIPs, hostIPs), ","), nil
 	}
 	return MetadataValue(pod, fs.FieldPath)
 }

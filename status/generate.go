@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/utils/net"
 
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
@@ -185,24 +184,13 @@ func GeneratePodStatus(pod *v1.Pod, rs *runtime.PodStatus, old *v1.PodStatus, op
 // per family. The first IP of the node's primary family (IPv4 without node
 // IPs) comes first, then the first of the other family.
 func sortPodIPs(ips, nodeIPs []string) []v1.PodIP {
+	ips = podutil.SortPodIPs(ips, nodeIPs)
 	if len(ips) == 0 {
 		return nil
 	}
-	primary, secondary := utilnet.IsIPv4String, utilnet.IsIPv6String
-	if len(nodeIPs) > 0 && utilnet.IsIPv6String(nodeIPs[0]) {
-		primary, secondary = secondary, primary
-	}
-	out := make([]v1.PodIP, 0, 2)
-	for _, valid := range []func(string) bool{primary, secondary} {
-		for _, ip := range ips {
-			if valid(ip) {
-				out = append(out, v1.PodIP{IP: ip})
-				break
-			}
-		}
-	}
-	if len(out) == 0 {
-		return nil
+	out := make([]v1.PodIP, len(ips))
+	for i, ip := range ips {
+		out[i].IP = ip
 	}
 	return out
 }
