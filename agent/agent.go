@@ -143,6 +143,11 @@ func New(c Config) (*Agent, error) {
 	if a.metrics, err = newAgentMetrics(c.Registerer, c.NodeName); err != nil {
 		return nil, err
 	}
+	if a.metrics != nil && a.node != nil {
+		if a.metrics.node, err = newNodeStartupMetrics(c.Registerer); err != nil {
+			return nil, err
+		}
+	}
 	a.setRuntimeErr(errors.New("runtime status not checked yet"))
 	return a, nil
 }
@@ -184,6 +189,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return errors.New("agent: Run called twice")
 	}
 	c := a.cfg
+	began := c.Clock.Now()
 	// stop ends Run early when the apiserver refuses the Node for good.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -232,6 +238,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	spawn("pleg", inner, a.pleg.Start)
 	nodeErr := make(chan error, 1)
 	if a.node != nil {
+		if a.metrics != nil && a.metrics.node != nil {
+			now := c.Clock.Now()
+			spawn("node-startup-metrics", inner, func(ctx context.Context) error { return a.watchNodeStartup(ctx, began, now) })
+		}
 		spawn("node", inner, func(ctx context.Context) error {
 			err := a.node.Run(ctx)
 			if err != nil {

@@ -130,7 +130,8 @@ type Config struct {
 	// and the agent's own (kubelet_node_name, kubelet_started_pods_total,
 	// kubelet_started_containers_total, their _errors_total,
 	// kubelet_pod_start_duration_seconds,
-	// kubelet_pod_start_sli_duration_seconds). Runtime operations are the
+	// kubelet_pod_start_sli_duration_seconds; with Node, the
+	// kubelet_node_startup_*_duration_seconds gauges). Runtime operations are the
 	// runtime's to measure (cri.MetricsDialOptions). nil: no metrics.
 	Registerer prometheus.Registerer
 	// ProbeRegisterer, if set, receives the kubelet's prober metrics

@@ -32,6 +32,9 @@ type agentMetrics struct {
 	podStart                       prometheus.Histogram
 	podStartSLI                    *prometheus.HistogramVec
 
+	// node holds the node startup gauges, nil without Config.Node.
+	node *nodeStartupMetrics
+
 	// firstNetworkPod is set once a pod on the pod network has started:
 	// the SLI's first_with_network is "true" for that one only.
 	firstNetworkPod atomic.Bool
