@@ -110,11 +110,8 @@
 //     FailedMount event; the kubelet leaves them in ContainerCreating with
 //     the event only. The reason makes the cause visible in the status.
 //     (runtime/cri, volume)
-//   - Secret and projected volumes are written to PodsRoot's filesystem;
-//     the kubelet puts them on a tmpfs. nodekit mounts tmpfs only for
-//     emptyDirs of medium Memory, so a node that may not mount still runs
-//     pods with secrets. The sizeLimit of emptyDirs on disk is not enforced
-//     (the kubelet's eviction manager does it). (volume)
+//   - The sizeLimit of emptyDirs on disk is not enforced (the kubelet's
+//     eviction manager does it). (volume)
 //   - Variables from envFrom keep a stable order (sorted keys, then env in
 //     declaration order, then service variables); the kubelet's follows
 //     map iteration. envFrom keys no environment can hold (with '=' or

@@ -36,8 +36,11 @@
 //	dir, _ := m.HostPath(pod, &pod.Spec.Volumes[0])
 //	defer m.TearDown(pod.UID)
 //
+// Secret and projected volumes are each a tmpfs, as with the kubelet, so
+// secrets and tokens never reach a disk (Config.SecretsOnDisk for nodes
+// that cannot mount).
+//
 // Not covered: other volume types (an ErrUnsupported error), sizeLimit of
-// emptyDirs on disk (the kubelet enforces it by eviction), secrets on tmpfs
-// (they are written to PodsRoot's filesystem), fsGroup ownership,
-// clusterTrustBundle and podCertificate projections.
+// emptyDirs on disk (the kubelet enforces it by eviction), fsGroup
+// ownership, clusterTrustBundle and podCertificate projections.
 package volume

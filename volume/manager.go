@@ -82,9 +82,15 @@ type Config struct {
 	// in for limits a container does not set in downward API
 	// resourceFieldRefs. Optional (such limits are then 0).
 	NodeAllocatable func() v1.ResourceList
-	// Mounter mounts tmpfs for emptyDir volumes with medium Memory.
-	// Default: mount(2) on Linux, an error elsewhere.
+	// Mounter mounts tmpfs for emptyDir volumes with medium Memory and for
+	// secret and projected volumes. Default: mount(2) on Linux, an error
+	// elsewhere.
 	Mounter Mounter
+	// SecretsOnDisk writes secret and projected volumes (tokens) to
+	// PodsRoot's file system. Default false: each is a tmpfs, as with the
+	// kubelet, so secrets never reach a disk; a node that cannot mount gets
+	// a clear error for such volumes unless this is set.
+	SecretsOnDisk bool
 	// Recorder receives FailedMount events. Optional.
 	Recorder EventRecorder
 	// Clock names the atomic writer's timestamped directories. Default the
@@ -212,6 +218,11 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 	if err != nil {
 		return err
 	}
+	if (vol.Secret != nil || vol.Projected != nil) && !m.cfg.SecretsOnDisk {
+		if err := m.ensureTmpfs(dir, 0); err != nil {
+			return fmt.Errorf("%w (volume.Config.SecretsOnDisk keeps secrets on disk where tmpfs cannot be mounted)", err)
+		}
+	}
 	h := hashPayload(payload)
 	m.mu.Lock()
 	same := m.written[dir] == h
@@ -241,24 +252,37 @@ func (m *Manager) setUpEmptyDir(dir string, ed *v1.EmptyDirVolumeSource) error {
 	switch ed.Medium {
 	case v1.StorageMediumDefault:
 	case v1.StorageMediumMemory:
-		mounted, err := m.cfg.Mounter.IsMountPoint(dir)
-		if err != nil {
-			return err
+		var size int64
+		if ed.SizeLimit != nil && !ed.SizeLimit.IsZero() {
+			size = ed.SizeLimit.Value()
 		}
-		if !mounted {
-			var size int64
-			if ed.SizeLimit != nil && !ed.SizeLimit.IsZero() {
-				size = ed.SizeLimit.Value()
-			}
-			if err := m.cfg.Mounter.MountTmpfs(dir, size); err != nil {
-				return fmt.Errorf("emptyDir medium Memory: mounting tmpfs at %s: %w", dir, err)
-			}
+		if err := m.ensureTmpfs(dir, size); err != nil {
+			return fmt.Errorf("emptyDir medium Memory: %w", err)
 		}
 	default:
 		return fmt.Errorf("emptyDir medium %q: %w: only the node's disk and Memory", ed.Medium, ErrUnsupported)
 	}
 	// Any user of the pod may write its emptyDir, whatever the umask.
 	return os.Chmod(dir, 0o777)
+}
+
+// ensureTmpfs makes dir a tmpfs of at most size bytes (0: the kernel's
+// default) unless it is one already (after an agent restart).
+func (m *Manager) ensureTmpfs(dir string, size int64) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	mounted, err := m.cfg.Mounter.IsMountPoint(dir)
+	if err != nil {
+		return err
+	}
+	if mounted {
+		return nil
+	}
+	if err := m.cfg.Mounter.MountTmpfs(dir, size); err != nil {
+		return fmt.Errorf("mounting tmpfs at %s: %w", dir, err)
+	}
+	return nil
 }
 
 // TearDown unmounts the pod's tmpfs volumes, removes its volume
@@ -269,10 +293,14 @@ func (m *Manager) TearDown(uid types.UID) error {
 	}
 	root := filepath.Join(m.PodDir(uid), "volumes")
 	var errs []error
-	ed := filepath.Join(root, kindEmptyDir)
-	if entries, err := os.ReadDir(ed); err == nil {
+	for _, kind := range []string{kindEmptyDir, kindSecret, kindProjected} {
+		kd := filepath.Join(root, kind)
+		entries, err := os.ReadDir(kd)
+		if err != nil {
+			continue
+		}
 		for _, e := range entries {
-			dir := filepath.Join(ed, e.Name())
+			dir := filepath.Join(kd, e.Name())
 			if mounted, err := m.cfg.Mounter.IsMountPoint(dir); err == nil && mounted {
 				if err := m.cfg.Mounter.Unmount(dir); err != nil {
 					errs = append(errs, fmt.Errorf("unmounting %s: %w", dir, err))

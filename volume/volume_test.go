@@ -473,3 +473,58 @@ func TestTokenIsRewrittenWhenRefreshed(t *testing.T) {
 	require.Equal(t, map[string]string{"token": "t2 0644"}, files(t, e.dir(t, pod, 0)))
 	assert.Equal(t, 2, n)
 }
+
+func TestSecretsLiveOnTmpfs(t *testing.T) {
+	pod := podWith(
+		v1.Volume{Name: "sec", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec"}}},
+		v1.Volume{Name: "tok", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+			{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}}}}}},
+		v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}},
+	)
+	t.Run("secret and projected volumes are tmpfs, configMaps are not, and TearDown unmounts them", func(t *testing.T) {
+		e := newEnv(t)
+		require.NoError(t, e.m.SetUp(context.Background(), pod))
+		require.NoError(t, e.m.SetUp(context.Background(), pod))
+		require.Equal(t, map[string]int64{e.dir(t, pod, 0): 0, e.dir(t, pod, 1): 0}, e.mounter.mounted, "mounted once each")
+		require.Equal(t, map[string]string{"password": "hunter2 0644"}, files(t, e.dir(t, pod, 0)))
+		require.NoError(t, e.m.TearDown(pod.UID))
+		require.Empty(t, e.mounter.mounted)
+	})
+	t.Run("a node that cannot mount gets a clear error", func(t *testing.T) {
+		e := newEnv(t)
+		e.mounter.err = errors.New("operation not permitted")
+		err := e.m.SetUp(context.Background(), pod)
+		require.ErrorContains(t, err, `volume "sec"`)
+		require.ErrorContains(t, err, "SecretsOnDisk")
+		require.NotContains(t, err.Error(), `volume "cfg"`)
+	})
+	t.Run("SecretsOnDisk writes them to disk", func(t *testing.T) {
+		e := newEnv(t)
+		fm := &fakeMounter{mounted: map[string]int64{}, err: errors.New("must not mount")}
+		m, err := volume.New(volume.Config{PodsRoot: e.pods, Objects: objects.New(objects.Config{ConfigMaps: e.api.ConfigMaps, Secrets: e.api.Secrets}),
+			Tokens: e.tokens, Mounter: fm, SecretsOnDisk: true})
+		require.NoError(t, err)
+		require.NoError(t, m.SetUp(context.Background(), pod))
+		require.Equal(t, map[string]string{"password": "hunter2 0644"}, files(t, e.dir(t, pod, 0)))
+	})
+}
+
+func TestRealTmpfsSecretVolume(t *testing.T) {
+	probe := t.TempDir()
+	if err := (volume.SystemMounter{}).MountTmpfs(probe, 1<<20); err != nil {
+		t.Skipf("cannot mount tmpfs here (%v): the fake mounter covers the logic", err)
+	}
+	require.NoError(t, volume.SystemMounter{}.Unmount(probe))
+	e := newEnv(t)
+	m, err := volume.New(volume.Config{PodsRoot: e.pods, Objects: objects.New(objects.Config{Secrets: e.api.Secrets})})
+	require.NoError(t, err)
+	pod := podWith(v1.Volume{Name: "sec", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec"}}})
+	require.NoError(t, m.SetUp(context.Background(), pod))
+	dir := e.dir(t, pod, 0)
+	mounted, err := volume.SystemMounter{}.IsMountPoint(dir)
+	require.NoError(t, err)
+	require.True(t, mounted)
+	require.Equal(t, map[string]string{"password": "hunter2 0644"}, files(t, dir))
+	require.NoError(t, m.TearDown(pod.UID), "unmounted, then removed")
+	require.NoDirExists(t, dir)
+}
