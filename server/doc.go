@@ -20,8 +20,13 @@
 // /healthz alone. Auth puts the kubelet's authentication and authorization
 // filter in front (401, 403 with its message), through two small
 // interfaces in the shape of its webhook authenticator and authorizer;
-// without Auth, serve on loopback only. ListenAndServe serves with or
-// without TLS until its context ends.
+// without Auth, serve on loopback only. WebhookAuthenticator (client
+// certificates verified by TLS, else a TokenReview of the bearer token) and
+// WebhookAuthorizer (a SubjectAccessReview of nodes/<subresource>) are the
+// kubelet's webhook modes over client-go-shaped clients
+// (clientset.AuthenticationV1().TokenReviews(),
+// clientset.AuthorizationV1().SubjectAccessReviews()). ListenAndServe
+// serves with or without TLS until its context ends.
 //
 // Where it sits: beside the agent, reading its views (agent.Agent.Pods, the
 // health checks) and the runtime; it changes nothing.
