@@ -20,6 +20,13 @@
 // follows. Exec probes need a runtime that implements
 // runtime.CommandRunner.
 //
+// As the kubelet, the agent fails a pod past its spec.activeDeadlineSeconds
+// (reason DeadlineExceeded) at the first sync tick after the deadline and
+// kills it, and passes the pod's image pull secrets, read through
+// Config.Secrets, to the runtime (FailedToRetrieveImagePullSecret when one
+// cannot be read). Privileged and host-namespace pods are admitted unless
+// Config.DenyPrivileged or DenyHostNamespaces say otherwise.
+//
 // With Config.Node the agent also registers the Node and keeps its status
 // and Lease (package node): MaxPods is the pods capacity, Ready follows the
 // runtime's status and the PLEG's health, and mirror pods are owned by the
