@@ -83,8 +83,8 @@
 //     watched one by one as the kubelet's Watch strategy does only with
 //     objects.Config.Watch and Cache.Run (examples/kubenode does); without,
 //     and for services always, they are read again every TTL (1m), the
-//     kubelet's Cache strategy; so are image pull secrets (agent.Config.
-//     Secrets). (status, node, objects, agent)
+//     kubelet's Cache strategy; so are image pull secrets
+//     (agent.Config.Secrets). (status, node, objects, agent)
 //   - Static pod UIDs are hashed from the manifest's protobuf encoding, so
 //     they are stable across restarts of one program but differ from the
 //     UIDs the kubelet derives for the same manifest. (podconfig/staticpod)
