@@ -25,7 +25,7 @@
 //
 // It serves the kubelet's endpoints (package server): /healthz on
 // 127.0.0.1:10248 (-healthz-port), and /healthz, /pods, /runningpods/,
-// /metrics and, with -cri, /containerLogs on 127.0.0.1:10250 (-port; TLS
+// /metrics and /containerLogs on 127.0.0.1:10250 (-port; TLS
 // with -tls-cert-file, required off loopback); -read-only-port adds the
 // kubelet's read-only API. /metrics has the kubelet's metric names:
 //

@@ -62,7 +62,7 @@ SIGINT or SIGTERM stops every pod gracefully, then it exits 0.
 
 It serves the kubelet's endpoints: /healthz on 127.0.0.1:10248, and /healthz,
 /pods, /runningpods/, /metrics (the kubelet's metric names) and
-/containerLogs (with -cri) on 127.0.0.1:10250.
+/containerLogs on 127.0.0.1:10250.
 
 Without -cri the pods run on the built-in in-memory runtime, which runs no
 commands: containers run until stopped, init containers exit 0 after 1s, and

@@ -90,12 +90,22 @@ func TestServesTheKubeletsEndpoints(t *testing.T) {
 	if !strings.Contains(metrics, `kubelet_running_containers{container_state="running"} 1`) {
 		t.Errorf("/metrics does not count web's running container:\n%s", grepKubelet(metrics))
 	}
+	// the in-memory runtime keeps (empty) logs: the endpoint answers
+	if code, body := httpGet(t, "http://127.0.0.1:"+ap+"/containerLogs/default/web-test-node/web?tailLines=5"); code != http.StatusOK {
+		t.Errorf("/containerLogs on the in-memory runtime: %d %q", code, body)
+	}
+	if code, body := httpGet(t, "http://127.0.0.1:"+ap+"/containerLogs/default/web-test-node/nope"); code != http.StatusNotFound || body != "container \"nope\" not found in pod \"web-test-node\"\n" {
+		t.Errorf("/containerLogs of an unknown container: %d %q", code, body)
+	}
 	// the read-only port: pods and metrics, nothing that reads logs
 	if code, _ := httpGet(t, "http://127.0.0.1:"+rp+"/pods"); code != http.StatusOK {
 		t.Errorf("read-only /pods: %d", code)
 	}
 	if code, _ := httpGet(t, "http://127.0.0.1:"+rp+"/runningpods/"); code != http.StatusNotFound {
 		t.Errorf("read-only /runningpods/: %d, want 404", code)
+	}
+	if code, _ := httpGet(t, "http://127.0.0.1:"+rp+"/containerLogs/default/web-test-node/web"); code != http.StatusNotFound {
+		t.Errorf("read-only /containerLogs: %d, want 404", code)
 	}
 	if err := s.stop(t); err != nil {
 		t.Fatal(err)

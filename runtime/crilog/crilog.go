@@ -95,6 +95,22 @@ func ParseLine(b []byte) (Line, error) {
 // the container stopped (o.Running) and the file is drained; ctx's error
 // if ctx ends first.
 func ReadLogs(ctx context.Context, path string, opts *v1.PodLogOptions, o Options, stdout, stderr io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("crilog: open log file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("crilog: %w", err)
+	}
+	return Read(ctx, f, fi.Size(), opts, o, stdout, stderr)
+}
+
+// Read is ReadLogs on any log in the CRI format: src holds size bytes now
+// and, when followed, grows by appends (a runtime that keeps logs in
+// memory serves them this way).
+func Read(ctx context.Context, src io.ReaderAt, size int64, opts *v1.PodLogOptions, o Options, stdout, stderr io.Writer) error {
 	if opts == nil {
 		opts = &v1.PodLogOptions{}
 	}
@@ -104,20 +120,12 @@ func ReadLogs(ctx context.Context, path string, opts *v1.PodLogOptions, o Option
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("crilog: open log file: %w", err)
-	}
-	defer f.Close()
-
 	start := int64(0)
 	if opts.TailLines != nil {
-		if start, err = tailOffset(f, *opts.TailLines); err != nil {
+		var err error
+		if start, err = tailOffset(src, size, *opts.TailLines); err != nil {
 			return fmt.Errorf("crilog: %w", err)
 		}
-	}
-	if _, err := f.Seek(start, io.SeekStart); err != nil {
-		return fmt.Errorf("crilog: %w", err)
 	}
 	w := &writer{stdout: stdout, stderr: stderr, timestamps: opts.Timestamps, remaining: -1}
 	if opts.LimitBytes != nil {
@@ -130,7 +138,7 @@ func ReadLogs(ctx context.Context, path string, opts *v1.PodLogOptions, o Option
 		w.since = o.Clock.Now().Add(-time.Duration(*opts.SinceSeconds) * time.Second)
 	}
 
-	r := bufio.NewReaderSize(f, 32<<10)
+	r := bufio.NewReaderSize(&offsetReader{src: src, off: start}, 32<<10)
 	var pending []byte // a line read up to EOF without its newline yet
 	for {
 		if err := ctx.Err(); err != nil {
@@ -152,7 +160,7 @@ func ReadLogs(ctx context.Context, path string, opts *v1.PodLogOptions, o Option
 			continue
 		case errors.Is(err, bufio.ErrBufferFull):
 			if len(pending)+len(chunk) > maxLine {
-				return fmt.Errorf("crilog: %s: line longer than %d bytes", path, maxLine)
+				return fmt.Errorf("crilog: line longer than %d bytes", maxLine)
 			}
 			pending = append(pending, chunk...)
 			continue
@@ -247,16 +255,11 @@ func (w *writer) line(raw []byte) (done bool, err error) {
 	return done, nil
 }
 
-// tailOffset returns the offset of the start of the last n lines of f,
-// reading it backwards in blocks: memory stays bounded however big f is.
-// A partial (P) line belongs to the whole line it starts, as in the
+// tailOffset returns the offset of the start of the last n lines of the
+// size bytes of src, reading it backwards in blocks: memory stays bounded
+// however big it is. A partial (P) line counts as a line, as in the
 // kubelet, which counts newlines only.
-func tailOffset(f *os.File, n int64) (int64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	size := fi.Size()
+func tailOffset(src io.ReaderAt, size, n int64) (int64, error) {
 	if n <= 0 {
 		return size, nil
 	}
@@ -267,7 +270,7 @@ func tailOffset(f *os.File, n int64) (int64, error) {
 	var found int64
 	if size > 0 {
 		last := buf[:1]
-		if _, err := f.ReadAt(last, size-1); err != nil {
+		if _, err := src.ReadAt(last, size-1); err != nil && err != io.EOF {
 			return 0, err
 		}
 		if last[0] == '\n' {
@@ -277,7 +280,7 @@ func tailOffset(f *os.File, n int64) (int64, error) {
 	for end > 0 {
 		off := max(0, end-block)
 		b := buf[:end-off]
-		if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+		if _, err := src.ReadAt(b, off); err != nil && err != io.EOF {
 			return 0, err
 		}
 		for i := len(b) - 1; i >= 0; i-- {
@@ -292,4 +295,20 @@ func tailOffset(f *os.File, n int64) (int64, error) {
 		end = off
 	}
 	return 0, nil
+}
+
+// offsetReader reads src sequentially from off; at the end of what src
+// holds it returns io.EOF, and more once src has grown.
+type offsetReader struct {
+	src io.ReaderAt
+	off int64
+}
+
+func (r *offsetReader) Read(p []byte) (int, error) {
+	n, err := r.src.ReadAt(p, r.off)
+	r.off += int64(n)
+	if n > 0 && err == io.EOF {
+		err = nil
+	}
+	return n, err
 }

@@ -29,9 +29,12 @@
 //	st, _ := rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 //
 // Where the fake differs from a real runtime:
-//   - No processes, images, volumes, logs or port-forward; an image is a
-//     name, pulling it is instant unless programmed otherwise, RemoveImage
-//     does not check whether containers use it.
+//   - No processes, images, volumes or port-forward; an image is a name,
+//     pulling it is instant unless programmed otherwise, RemoveImage does
+//     not check whether containers use it.
+//   - Logs (GetContainerLogs, runtime.ContainerLogs) hold only what was
+//     programmed: Behavior.Logs printed at start and WriteLog lines, kept
+//     in memory in the CRI format with the container.
 //   - ExecSync (exec probes) runs nothing: it answers what SetExecResult
 //     programmed per container name and command (exit 0 otherwise), and a
 //     command programmed to hang fails with runtime.ErrExecTimeout when its

@@ -81,6 +81,9 @@ type Behavior struct {
 	IgnoreTERM bool
 	// TermExitCode is the exit code when it stops on TERM. Default 0.
 	TermExitCode int
+	// Logs are lines the container prints on stdout when it starts,
+	// served by GetContainerLogs.
+	Logs []string
 }
 
 // Call is one recorded call.

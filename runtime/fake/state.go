@@ -68,6 +68,8 @@ type container struct {
 	exitWith     int
 	ignoreTERM   bool
 	termExitCode int
+	// logs is what the container printed, in the CRI log format.
+	logs []byte
 }
 
 // settle applies a programmed exit that is due at now and reports whether

@@ -200,6 +200,9 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 		return fail(err, b.StartError.Error())
 	}
 	r.emit(p, ctr, runtime.ContainerStartedEvent)
+	for _, l := range b.Logs {
+		ctr.appendLog(now, "stdout", l)
+	}
 	if b.Exit {
 		ctr.exitAt, ctr.exitWith = now.Add(b.ExitAfter), b.ExitCode
 		r.settle(p, now)
