@@ -28,6 +28,10 @@
 //     cache, sync to the apiserver, mirror pods.
 //   - prober: liveness, readiness and startup probes (HTTP, TCP, gRPC,
 //     exec through runtime.CommandRunner), their results and updates.
+//   - admission: ordered pod admit handlers with the kubelet's shape; the
+//     built-in checks (MaxPods, privileged, host namespaces).
+//   - podmanager: the desired pods by UID and full name, static/mirror
+//     translation, for the sync loop's Handler.
 //   - agent: the default assembly of all of the above, the easiest place to
 //     start.
 //   - node: the Node object: registration, node status and conditions as

@@ -17,6 +17,7 @@ import (
 	"github.com/nodekit/nodekit/podconfig/apiserver"
 	"github.com/nodekit/nodekit/podconfig/file"
 	"github.com/nodekit/nodekit/podconfig/manifesturl"
+	"github.com/nodekit/nodekit/podmanager"
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/podworkers"
 	"github.com/nodekit/nodekit/prober"
@@ -31,7 +32,7 @@ type Agent struct {
 	cfg     Config
 	log     logr.Logger
 	cache   runtime.Cache
-	pods    *podManager
+	pods    *podmanager.Manager
 	status  *status.Manager
 	reasons *status.ReasonCache
 	backoff *runtime.Backoff
@@ -77,7 +78,7 @@ func New(c Config) (*Agent, error) {
 		cfg:     c,
 		log:     c.Log,
 		cache:   runtime.NewCache(),
-		pods:    newPodManager(),
+		pods:    podmanager.New(),
 		reasons: status.NewReasonCache(),
 		backoff: runtime.NewBackoff(c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, 0, c.Clock),
 		queue:   podworkers.NewQueue(c.Clock),
@@ -168,7 +169,7 @@ func (a *Agent) Status() *status.Manager { return a.status }
 // Pods returns the pods the agent wants to run, oldest first, each a copy
 // carrying the latest status the agent generated for it.
 func (a *Agent) Pods() []*v1.Pod {
-	pods := a.pods.pods()
+	pods := a.pods.Pods()
 	out := make([]*v1.Pod, len(pods))
 	for i, p := range pods {
 		cp := p.DeepCopy()
@@ -384,7 +385,7 @@ func (a *Agent) runtimeError() error {
 func (a *Agent) terminateAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	known := map[string]bool{}
-	for _, p := range a.pods.pods() {
+	for _, p := range a.pods.Pods() {
 		known[string(p.UID)] = true
 		wg.Add(1)
 		go func() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
@@ -308,6 +310,17 @@ func TestAdmission(t *testing.T) {
 		{"host network admitted by default, as by the kubelet", nil, hostNet, ""},
 		{"host network rejected when denied", func(c *Config) { c.DenyHostNamespaces = true }, hostNet, ReasonHostNamespacesNotAllowed},
 		{"pod beyond MaxPods rejected", func(c *Config) { c.MaxPods = 1 }, newPod("second", v1.RestartPolicyAlways, "c"), ReasonOutOfPods},
+		{"custom handler after the built-ins rejects with its reason", func(c *Config) {
+			c.AdmitHandlers = append(DefaultAdmitHandlers(*c), admission.PodAdmitHandlerFunc(func(a *admission.PodAdmitAttributes) admission.PodAdmitResult {
+				if a.Pod.Name == "second" && len(a.OtherPods) == 1 && a.OtherPods[0].Name == "first" {
+					return admission.PodAdmitResult{Reason: "NotOnThisNode", Message: "second pods go elsewhere"}
+				}
+				return admission.PodAdmitResult{Admit: true}
+			}))
+		}, newPod("second", v1.RestartPolicyAlways, "c"), "NotOnThisNode"},
+		{"empty handler list admits beyond MaxPods", func(c *Config) {
+			c.MaxPods, c.AdmitHandlers = 1, []admission.PodAdmitHandler{}
+		}, newPod("second", v1.RestartPolicyAlways, "c"), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -326,8 +339,8 @@ func TestAdmission(t *testing.T) {
 				return
 			}
 			waitFor(t, "pod failed", func() bool { return r.phase(tt.pod.UID) == v1.PodFailed })
-			if got := r.pod(tt.pod.UID).Status.Reason; got != tt.reason {
-				t.Fatalf("reason = %q, want %q", got, tt.reason)
+			if got := r.pod(tt.pod.UID).Status; got.Reason != tt.reason || !strings.HasPrefix(got.Message, "Pod was rejected: ") {
+				t.Fatalf("reason, message = %q, %q; want %q, a rejection", got.Reason, got.Message, tt.reason)
 			}
 			if n := rt.CallCount("SyncPod"); n == 0 {
 				t.Fatal("first pod never synced")

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podconfig/apiserver"
@@ -95,7 +96,8 @@ type Config struct {
 	CrashLoopBackOffInitial, CrashLoopBackOffMax time.Duration
 
 	// MaxPods is how many pods may run at once; later ones are rejected with
-	// reason OutOfpods. Default 110, as the kubelet's.
+	// reason OutOfpods. Default 110, as the kubelet's. It is also the pods
+	// capacity of the Node.
 	MaxPods int
 	// DenyPrivileged rejects pods with privileged containers (reason
 	// PrivilegedNotAllowed). Default false: they are admitted, as by the
@@ -107,6 +109,12 @@ type Config struct {
 	// admitted, as by the kubelet for every source; kubeadm's static
 	// control-plane pods use the host network.
 	DenyHostNamespaces bool
+	// AdmitHandlers decide, in order, whether a new pod may run; the first
+	// refusal fails the pod with its reason and message (see package
+	// admission). nil: DefaultAdmitHandlers, the built-in checks from
+	// MaxPods, DenyHostNamespaces and DenyPrivileged. To add a check, append
+	// it to DefaultAdmitHandlers(c); a non-nil list is used as it is.
+	AdmitHandlers []admission.PodAdmitHandler
 
 	// TerminateOnExit stops every pod gracefully when Run's context ends,
 	// before Run returns. Default false: pods are left running, as when the
@@ -179,6 +187,9 @@ func (c *Config) setDefaults() error {
 	if c.MaxPods == 0 {
 		c.MaxPods = 110
 	}
+	if c.AdmitHandlers == nil {
+		c.AdmitHandlers = DefaultAdmitHandlers(*c)
+	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
@@ -186,4 +197,22 @@ func (c *Config) setDefaults() error {
 		c.Log = logr.Discard()
 	}
 	return nil
+}
+
+// DefaultAdmitHandlers returns the built-in admit handlers of c, in the
+// order the agent runs them: MaxPods (110 if unset), then, if set,
+// DenyHostNamespaces and DenyPrivileged.
+func DefaultAdmitHandlers(c Config) []admission.PodAdmitHandler {
+	maxPods := c.MaxPods
+	if maxPods == 0 {
+		maxPods = 110
+	}
+	hs := []admission.PodAdmitHandler{admission.MaxPods(maxPods)}
+	if c.DenyHostNamespaces {
+		hs = append(hs, admission.DenyHostNamespaces())
+	}
+	if c.DenyPrivileged {
+		hs = append(hs, admission.DenyPrivileged())
+	}
+	return hs
 }

@@ -50,7 +50,7 @@ type workQueue Agent
 func (w *workQueue) GetWork() []types.UID {
 	a := (*Agent)(w)
 	uids := a.queue.GetWork()
-	for _, pod := range a.pods.withActiveDeadline() {
+	for _, pod := range a.pods.PodsWithActiveDeadline() {
 		if !a.pastActiveDeadline(pod) || a.isTerminal(pod) || containsUID(uids, pod.UID) {
 			continue
 		}

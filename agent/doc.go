@@ -34,15 +34,16 @@
 //
 // Everything but the node name and the runtime has a default; every part can
 // be replaced through Config. Without an apiserver client the agent runs
-// standalone, as the kubelet does with only static pods.
+// standalone, as the kubelet does with only static pods. ExampleNew runs one
+// pod on the in-memory runtime (runtime/fake).
 //
-//	a, err := agent.New(agent.Config{
-//		NodeName:      "node-1",
-//		Runtime:       fake.New(fake.Config{}),
-//		StaticPodPath: "/etc/nodekit/manifests",
-//	})
-//	if err != nil { ... }
-//	err = a.Run(ctx) // until ctx ends; TerminateOnExit stops the pods first
+// Admission is an ordered list of handlers (Config.AdmitHandlers, package
+// admission) with the kubelet's shape; the built-in checks (MaxPods, host
+// namespaces, privileged) are DefaultAdmitHandlers, to which a custom check
+// is appended. An agent assembled by hand from the same parts (podconfig,
+// podmanager, pleg, podworkers, status, syncloop, admission) needs no code
+// of this package: see custom_test.go, and podworkers.PodSyncer for what a
+// syncer must do.
 //
 // RunOnce is the kubelet's --runonce instead of Run: it runs the pods of the
 // static sources once until each runs or has completed, reports per pod and

@@ -7,25 +7,29 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/podmanager"
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/podworkers"
 )
 
-// Admission rejection reasons, shown in a rejected pod's status.
+// Admission rejection reasons of the built-in handlers, shown in a rejected
+// pod's status (aliases of package admission's).
 const (
-	ReasonOutOfPods                = "OutOfpods"
-	ReasonPrivilegedNotAllowed     = "PrivilegedNotAllowed"
-	ReasonHostNamespacesNotAllowed = "HostNamespacesNotAllowed"
+	ReasonOutOfPods                = admission.ReasonOutOfPods
+	ReasonPrivilegedNotAllowed     = admission.ReasonPrivilegedNotAllowed
+	ReasonHostNamespacesNotAllowed = admission.ReasonHostNamespacesNotAllowed
 )
 
 // HandlePodAdditions admits new pods and starts their workers, oldest first.
 func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 	a := (*Agent)(h)
-	sortByCreation(pods)
-	active := -1 // counted once per batch, on the first admission
+	podmanager.SortByCreation(pods)
+	var active []*v1.Pod // listed once per batch, on the first admission
+	listed := false
 	for _, pod := range pods {
-		a.pods.addOrUpdate(pod)
-		run, mirror, wasMirror := a.pods.podAndMirror(pod)
+		a.pods.AddOrUpdate(pod)
+		run, mirror, wasMirror := a.pods.PodAndMirror(pod)
 		if wasMirror {
 			if run != nil {
 				a.update(podworkers.SyncPodUpdate, run, mirror)
@@ -33,14 +37,14 @@ func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 			continue
 		}
 		if !a.workers.IsPodTerminationRequested(pod.UID) {
-			if active < 0 {
-				active = a.activePods(pod.UID)
+			if !listed {
+				active, listed = a.activePods(pod.UID), true
 			}
-			if reason, msg := a.admit(pod, active); reason != "" {
-				a.reject(pod, reason, msg)
+			if r := admission.Admit(a.cfg.AdmitHandlers, &admission.PodAdmitAttributes{Pod: pod, OtherPods: active}); !r.Admit {
+				a.reject(pod, r.Reason, r.Message)
 				continue
 			}
-			active++
+			active = append(active, pod)
 		}
 		a.update(podworkers.SyncPodCreate, run, mirror)
 	}
@@ -51,8 +55,8 @@ func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 func (h *handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
 	a := (*Agent)(h)
 	for _, pod := range pods {
-		a.pods.addOrUpdate(pod)
-		if run, mirror, _ := a.pods.podAndMirror(pod); run != nil {
+		a.pods.AddOrUpdate(pod)
+		if run, mirror, _ := a.pods.PodAndMirror(pod); run != nil {
 			a.update(podworkers.SyncPodUpdate, run, mirror)
 		}
 	}
@@ -63,9 +67,9 @@ func (h *handler) HandlePodUpdates(_ context.Context, pods []*v1.Pod) {
 func (h *handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 	a := (*Agent)(h)
 	for _, pod := range pods {
-		a.pods.remove(pod)
+		a.pods.Remove(pod)
 		if podutil.IsMirrorPod(pod) {
-			if run, _, _ := a.pods.podAndMirror(pod); run != nil {
+			if run, _, _ := a.pods.PodAndMirror(pod); run != nil {
 				a.update(podworkers.SyncPodUpdate, run, nil)
 			}
 			continue
@@ -83,12 +87,12 @@ func (h *handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 func (h *handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 	a := (*Agent)(h)
 	for _, pod := range pods {
-		a.pods.addOrUpdate(pod)
+		a.pods.AddOrUpdate(pod)
 		if podutil.IsMirrorPod(pod) {
 			continue
 		}
 		if p := pod.Status.Phase; p == v1.PodFailed || p == v1.PodSucceeded {
-			a.update(podworkers.SyncPodSync, pod, a.pods.mirrorOf(pod))
+			a.update(podworkers.SyncPodSync, pod, a.pods.MirrorOf(pod))
 		}
 	}
 }
@@ -98,7 +102,7 @@ func (h *handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 func (h *handler) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {
 	a := (*Agent)(h)
 	for _, pod := range pods {
-		if run, mirror, _ := a.pods.podAndMirror(pod); run != nil {
+		if run, mirror, _ := a.pods.PodAndMirror(pod); run != nil {
 			a.update(podworkers.SyncPodSync, run, mirror)
 		}
 	}
@@ -110,7 +114,7 @@ func (h *handler) HandlePodSyncs(_ context.Context, pods []*v1.Pod) {
 // for pods that are gone.
 func (h *handler) HandlePodCleanups(ctx context.Context) error {
 	a := (*Agent)(h)
-	desired := a.pods.pods()
+	desired := a.pods.Pods()
 	known := a.workers.SyncKnownPods(desired)
 
 	keep := make(map[types.UID]bool, len(desired)+len(known))
@@ -122,7 +126,7 @@ func (h *handler) HandlePodCleanups(ctx context.Context) error {
 		if _, ok := known[pod.UID]; ok || a.isTerminal(pod) {
 			continue
 		}
-		a.update(podworkers.SyncPodCreate, pod, a.pods.mirrorOf(pod))
+		a.update(podworkers.SyncPodCreate, pod, a.pods.MirrorOf(pod))
 	}
 
 	running, err := a.cfg.Runtime.GetPods(ctx, false)
@@ -167,52 +171,17 @@ func (a *Agent) isTerminal(pod *v1.Pod) bool {
 	return phase == v1.PodSucceeded || phase == v1.PodFailed
 }
 
-// activePods counts the pods that hold a slot on the node: desired, not
+// activePods lists the pods that hold a slot on the node: desired, not
 // terminal and not known terminated, other than except.
-func (a *Agent) activePods(except types.UID) int {
-	n := 0
-	for _, p := range a.pods.pods() {
+func (a *Agent) activePods(except types.UID) []*v1.Pod {
+	pods := a.pods.Pods()
+	out := pods[:0]
+	for _, p := range pods {
 		if p.UID != except && !a.isTerminal(p) && !a.workers.IsPodKnownTerminated(p.UID) {
-			n++
+			out = append(out, p)
 		}
 	}
-	return n
-}
-
-// admit returns the reason and message why pod may not run, or "".
-func (a *Agent) admit(pod *v1.Pod, active int) (reason, msg string) {
-	if active >= a.cfg.MaxPods {
-		return ReasonOutOfPods, fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", active, a.cfg.MaxPods)
-	}
-	if a.cfg.DenyHostNamespaces && (pod.Spec.HostNetwork || pod.Spec.HostPID || pod.Spec.HostIPC) {
-		return ReasonHostNamespacesNotAllowed, "pod uses a host namespace (hostNetwork, hostPID or hostIPC) and the node does not allow it"
-	}
-	if a.cfg.DenyPrivileged {
-		if name, ok := privilegedContainer(pod); ok {
-			return ReasonPrivilegedNotAllowed, fmt.Sprintf("container %q is privileged and the node does not allow privileged containers", name)
-		}
-	}
-	return "", ""
-}
-
-func privilegedContainer(pod *v1.Pod) (string, bool) {
-	priv := func(sc *v1.SecurityContext) bool { return sc != nil && sc.Privileged != nil && *sc.Privileged }
-	for _, c := range pod.Spec.InitContainers {
-		if priv(c.SecurityContext) {
-			return c.Name, true
-		}
-	}
-	for _, c := range pod.Spec.Containers {
-		if priv(c.SecurityContext) {
-			return c.Name, true
-		}
-	}
-	for _, c := range pod.Spec.EphemeralContainers {
-		if priv(c.SecurityContext) {
-			return c.Name, true
-		}
-	}
-	return "", false
+	return out
 }
 
 // reject fails a pod that admission refused; its worker never starts.

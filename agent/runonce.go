@@ -9,7 +9,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podmanager"
 	"github.com/nodekit/nodekit/podworkers"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/syncloop"
@@ -98,16 +100,16 @@ func (a *Agent) RunOnce(ctx context.Context, opts RunOnceOptions) ([]syncloop.Po
 					continue
 				}
 				pods := append([]*v1.Pod(nil), u.Pods...)
-				sortByCreation(pods)
-				admitted := 0
+				podmanager.SortByCreation(pods)
+				var admitted []*v1.Pod
 				for _, pod := range pods {
-					if reason, msg := a.admit(pod, admitted); reason != "" {
-						a.reject(pod, reason, msg)
-						rejected[pod] = fmt.Errorf("rejected (%s): %s", reason, msg)
+					if r := admission.Admit(a.cfg.AdmitHandlers, &admission.PodAdmitAttributes{Pod: pod, OtherPods: admitted}); !r.Admit {
+						a.reject(pod, r.Reason, r.Message)
+						rejected[pod] = fmt.Errorf("rejected (%s): %s", r.Reason, r.Message)
 						continue
 					}
-					admitted++
-					a.pods.addOrUpdate(pod)
+					admitted = append(admitted, pod)
+					a.pods.AddOrUpdate(pod)
 				}
 				u.Pods = pods
 				first <- u // happens before RunOnce reads rejected

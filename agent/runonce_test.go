@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/podmanager"
 	"github.com/nodekit/nodekit/runtime/fake"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -172,7 +173,7 @@ func TestRunOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := 1; i < len(res); i++ {
-				if olderPod(res[i].Pod, res[i-1].Pod) {
+				if podmanager.Older(res[i].Pod, res[i-1].Pod) {
 					t.Errorf("results not oldest first: %s before %s", res[i-1].Pod.Name, res[i].Pod.Name)
 				}
 			}

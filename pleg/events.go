@@ -171,7 +171,7 @@ func (r *podRecord) seenBefore(i int) bool {
 
 // appendTransition appends the events of one container moving from one state
 // to another: to running, ContainerStarted; to exited, ContainerDied; to
-// created or unknown, ContainerChanged; gone, ContainerRemoved, preceded by
+// created or unknown, containerChanged; gone, ContainerRemoved, preceded by
 // ContainerDied unless its death was reported already.
 func appendTransition(buf []PodLifecycleEvent, pid types.UID, id runtime.ContainerID, from, to plegState) []PodLifecycleEvent {
 	if from == to {
@@ -184,7 +184,7 @@ func appendTransition(buf []PodLifecycleEvent, pid types.UID, id runtime.Contain
 	case exited:
 		ev.Type = ContainerDied
 	case unknown:
-		ev.Type = ContainerChanged
+		ev.Type = containerChanged
 	case nonExistent:
 		if from != exited {
 			died := ev

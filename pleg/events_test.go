@@ -13,17 +13,17 @@ func TestContainerTransitions(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		from, to runtime.ContainerState
-		want     []PodLifeCycleEventType
+		want     []PodLifecycleEventType
 	}{
-		{"new running container is started", gone, cRunning, []PodLifeCycleEventType{ContainerStarted}},
-		{"new exited container died", gone, cExited, []PodLifeCycleEventType{ContainerDied}},
-		{"new created container is only changed", gone, cCreated, []PodLifeCycleEventType{ContainerChanged}},
-		{"created container that starts is started", cCreated, cRunning, []PodLifeCycleEventType{ContainerStarted}},
-		{"running container that exits died", cRunning, cExited, []PodLifeCycleEventType{ContainerDied}},
-		{"running container that vanishes died and was removed", cRunning, gone, []PodLifeCycleEventType{ContainerDied, ContainerRemoved}},
-		{"unknown container that vanishes died and was removed", cUnknown, gone, []PodLifeCycleEventType{ContainerDied, ContainerRemoved}},
-		{"exited container that vanishes was only removed", cExited, gone, []PodLifeCycleEventType{ContainerRemoved}},
-		{"running container turning unknown is only changed", cRunning, cUnknown, []PodLifeCycleEventType{ContainerChanged}},
+		{"new running container is started", gone, cRunning, []PodLifecycleEventType{ContainerStarted}},
+		{"new exited container died", gone, cExited, []PodLifecycleEventType{ContainerDied}},
+		{"new created container is only changed", gone, cCreated, []PodLifecycleEventType{containerChanged}},
+		{"created container that starts is started", cCreated, cRunning, []PodLifecycleEventType{ContainerStarted}},
+		{"running container that exits died", cRunning, cExited, []PodLifecycleEventType{ContainerDied}},
+		{"running container that vanishes died and was removed", cRunning, gone, []PodLifecycleEventType{ContainerDied, ContainerRemoved}},
+		{"unknown container that vanishes died and was removed", cUnknown, gone, []PodLifecycleEventType{ContainerDied, ContainerRemoved}},
+		{"exited container that vanishes was only removed", cExited, gone, []PodLifecycleEventType{ContainerRemoved}},
+		{"running container turning unknown is only changed", cRunning, cUnknown, []PodLifecycleEventType{containerChanged}},
 		{"created and unknown are the same state", cCreated, cUnknown, nil},
 		{"unchanged running container sends nothing", cRunning, cRunning, nil},
 	} {
@@ -36,7 +36,7 @@ func TestContainerTransitions(t *testing.T) {
 			if tc.to != gone {
 				cur = pod("p", ctr("c", tc.to))
 			}
-			var got []PodLifeCycleEventType
+			var got []PodLifecycleEventType
 			for _, e := range appendEvents(nil, "p", &old, cur) {
 				assert.Equal(t, cid("c").String(), e.ContainerID)
 				assert.Equal(t, "p", string(e.ID))

@@ -67,7 +67,7 @@ type item struct {
 }
 
 // eventIndex numbers the event types item.sent counts.
-func eventIndex(t PodLifeCycleEventType) int {
+func eventIndex(t PodLifecycleEventType) int {
 	switch t {
 	case ContainerStarted:
 		return 0
@@ -456,11 +456,11 @@ func (g *GenericPLEG) keepIPs(pid types.UID, status *runtime.PodStatus) *runtime
 	return &kept
 }
 
-// send sends the item's events without blocking; ContainerChanged is
+// send sends the item's events without blocking; containerChanged is
 // dropped silently, as the kubelet does: no consumer relies on it.
 func (g *GenericPLEG) send(it *item, status *runtime.PodStatus) {
 	for _, e := range g.buf[it.first:it.last] {
-		if e.Type == ContainerChanged {
+		if e.Type == containerChanged {
 			continue
 		}
 		select {

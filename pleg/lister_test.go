@@ -200,7 +200,7 @@ func sandboxPod(uid types.UID, sandboxes ...*runtime.Container) *runtime.Pod {
 	return &runtime.Pod{ID: uid, Name: "pod-" + string(uid), Namespace: "ns", Sandboxes: sandboxes}
 }
 
-func ev(uid types.UID, t PodLifeCycleEventType, id string) PodLifecycleEvent {
+func ev(uid types.UID, t PodLifecycleEventType, id string) PodLifecycleEvent {
 	return PodLifecycleEvent{ID: uid, Type: t, ContainerID: cid(id).String()}
 }
 

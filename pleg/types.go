@@ -4,23 +4,29 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// PodLifeCycleEventType says what changed in a pod.
-type PodLifeCycleEventType string
+// PodLifecycleEventType says what changed in a pod.
+type PodLifecycleEventType string
+
+// PodLifeCycleEventType is the kubelet's spelling of PodLifecycleEventType.
+//
+// Deprecated: use PodLifecycleEventType.
+type PodLifeCycleEventType = PodLifecycleEventType
 
 const (
 	// ContainerStarted: a container is now running.
-	ContainerStarted PodLifeCycleEventType = "ContainerStarted"
+	ContainerStarted PodLifecycleEventType = "ContainerStarted"
 	// ContainerDied: a container exited.
-	ContainerDied PodLifeCycleEventType = "ContainerDied"
+	ContainerDied PodLifecycleEventType = "ContainerDied"
 	// ContainerRemoved: a container is gone from the runtime.
-	ContainerRemoved PodLifeCycleEventType = "ContainerRemoved"
+	ContainerRemoved PodLifecycleEventType = "ContainerRemoved"
 	// PodSync: the pod needs a sync for a reason not tied to one container.
-	PodSync PodLifeCycleEventType = "PodSync"
-	// ContainerChanged: a container moved to created or unknown; never sent
-	// to the sync loop.
-	ContainerChanged PodLifeCycleEventType = "ContainerChanged"
-	// ConditionMet: a condition a pod worker waits on was met.
-	ConditionMet PodLifeCycleEventType = "ConditionMet"
+	PodSync PodLifecycleEventType = "PodSync"
+	// containerChanged: a container moved to created or unknown. The
+	// kubelet computes it and drops it before the sync loop; so do the
+	// PLEGs here, which is why it is not exported. (The kubelet's
+	// ConditionMet, for its pod-condition waiters, has no use here: nodekit
+	// has no such waiters.)
+	containerChanged PodLifecycleEventType = "ContainerChanged"
 )
 
 // PodLifecycleEvent is one change of one pod.
@@ -28,7 +34,7 @@ type PodLifecycleEvent struct {
 	// ID is the pod's UID.
 	ID types.UID
 	// Type is what happened.
-	Type PodLifeCycleEventType
+	Type PodLifecycleEventType
 	// ContainerID is the container concerned ("type://id"), empty for PodSync.
 	ContainerID string
 }

@@ -42,8 +42,10 @@ type nopRecorder struct{}
 
 func (nopRecorder) Eventf(runtime.Object, string, string, string, ...interface{}) {}
 
-// SafeEventf calls r.Eventf and turns a panic in the recorder into an error,
-// so a faulty recorder cannot take down the goroutine that reports.
+// SafeEventf calls r.Eventf (nothing if r is nil) and turns a panic in the
+// recorder into an error, so a caller's faulty recorder cannot take down
+// the goroutine that reports. The sources and the agent record events
+// through it; a custom source or agent with a caller's recorder should too.
 func SafeEventf(r EventRecorder, object runtime.Object, eventtype, reason, messageFmt string, args ...interface{}) (err error) {
 	if r == nil {
 		return nil

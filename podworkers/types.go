@@ -137,6 +137,26 @@ type UpdatePodOptions struct {
 // shorter grace period arrives, and when the workers shut down. A panic is
 // recovered and treated as an error wrapping ErrSyncerPanic. Wrap
 // ErrTransient for a quick retry.
+//
+// What a PodSyncer must do that the signatures do not say (the agent's
+// default syncer does all of it):
+//   - Set the pod's API status in every SyncPod, before touching the
+//     runtime: the status manager, not the workers, is where it is kept.
+//   - Return an error wrapping ErrTransient from SyncPod when the only
+//     failures are back-offs (runtime.ErrCrashLoopBackOff,
+//     runtime.ErrImagePullBackOff): otherwise the pod waits the long
+//     BackOff and restarts lose the kubelet's rhythm.
+//   - In SyncTerminatingPod, build the runtime.Pod for KillPod with the
+//     pod's UID, name and namespace from pod: a status from the cache
+//     (podStatus.RunningPod) may lack the name, and a runtime that looks
+//     containers up by name then kills nothing.
+//   - After the kill, ask the runtime again (GetPodStatus, not podStatus,
+//     which is older than the kill) and return an error while any
+//     container still runs: a nil return lets the pod be forgotten and its
+//     UID reused.
+//   - Return the terminal flag from SyncPod only when the pod's phase is
+//     Succeeded or Failed; a pod that merely has no running container yet
+//     is not terminal.
 type PodSyncer interface {
 	// SyncPod brings pod towards its spec using podStatus, the runtime's
 	// status observed after the previous sync ended. It returns true once the

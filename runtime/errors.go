@@ -20,13 +20,19 @@ var (
 	ErrInvalidImageName      = errors.New("InvalidImageName")
 	ErrCreateContainerConfig = errors.New("CreateContainerConfigError")
 	ErrCreateContainer       = errors.New("CreateContainerError")
-	ErrPreStartHook          = errors.New("PreStartHookError")
-	ErrPostStartHook         = errors.New("PostStartHookError")
-	ErrRunContainer          = errors.New("RunContainerError")
-	ErrKillContainer         = errors.New("KillContainerError")
-	ErrCreatePodSandbox      = errors.New("CreatePodSandboxError")
-	ErrConfigPodSandbox      = errors.New("ConfigPodSandboxError")
-	ErrKillPodSandbox        = errors.New("KillPodSandboxError")
+	// ErrPreStartHook is the kubelet's reason for a failed internal
+	// pre-start step (its resource managers' PreStartContainer, not a
+	// user's hook); nodekit's runtimes have no such step and never return
+	// it. It is here for runtimes that do.
+	ErrPreStartHook = errors.New("PreStartHookError")
+	// ErrPostStartHook is for a failed lifecycle.postStart hook. nodekit's
+	// runtimes do not run lifecycle hooks yet, so none returns it.
+	ErrPostStartHook    = errors.New("PostStartHookError")
+	ErrRunContainer     = errors.New("RunContainerError")
+	ErrKillContainer    = errors.New("KillContainerError")
+	ErrCreatePodSandbox = errors.New("CreatePodSandboxError")
+	ErrConfigPodSandbox = errors.New("ConfigPodSandboxError")
+	ErrKillPodSandbox   = errors.New("KillPodSandboxError")
 )
 
 // reasons lists the step sentinels whose text is a container waiting reason.

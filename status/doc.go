@@ -27,29 +27,12 @@
 // if need be) mirror pods, but does not notice a status someone else changed
 // until the agent's next change of it.
 //
-// Usage, in the agent:
-//
-//	reasons := status.NewReasonCache()
-//	sm, err := status.NewManager(status.Config{
-//		PodClient:      func(ns string) status.PodClient { return clientset.CoreV1().Pods(ns) },
-//		NodeName:       nodeName,
-//		Nodes:          clientset.CoreV1().Nodes(),
-//		DeletionSafety: podWorkers,
-//	})
-//	go sm.Start(ctx)
-//
-//	// in the pod's sync, after each SyncPod:
-//	result := rt.SyncPod(ctx, pod, podStatus, secrets, backoff)
-//	reasons.Update(pod.UID, result)
-//	var old *v1.PodStatus
-//	if s, ok := sm.GetPodStatus(pod.UID); ok {
-//		old = &s
-//	}
-//	sm.SetPodStatus(pod, status.GeneratePodStatus(pod, podStatus, old,
-//		status.GenerateOptions{Reasons: reasons, HostIPs: nodeIPs}))
-//
-//	// when the pod's containers are all stopped for good:
-//	sm.TerminatePod(pod)
-//	// in housekeeping, with the UIDs of the pods still known:
-//	sm.RemoveOrphanedStatuses(known)
+// Usage: ExampleNewManager runs a pod's status from the runtime's view to
+// the apiserver (a fake here; client-go's CoreV1().Pods(ns) in production).
+// In an agent, the pod's sync sets the status after each runtime step
+// (ReasonCache.Update with the step's result, then GeneratePodStatus with the
+// status the Manager holds, then SetPodStatus), calls TerminatePod once the
+// pod's containers are stopped for good, and housekeeping calls
+// RemoveOrphanedStatuses with the UIDs still known. Config.DeletionSafety
+// takes the pod workers through DeletionSafetyFunc; see its Example.
 package status

@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/podworkers/podworkerstest"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/status/statustest"
@@ -39,4 +41,25 @@ func ExampleNewManager() {
 	got, _ := api.Pod("default", "web")
 	fmt.Println(got.Status.Phase, got.Status.PodIP, api.Count(statustest.VerbPatch), "patch")
 	// Output: Running 10.0.0.7 1 patch
+}
+
+// The pod workers tell the Manager whether a pod's containers may still run,
+// by UID; DeletionSafetyFunc adapts their method. Until the workers have
+// reconciled with the desired pods (SyncKnownPods) any pod may still run.
+func ExampleDeletionSafetyFunc() {
+	workers, err := podworkers.New(podworkers.Config{Syncer: &podworkerstest.Syncer{}, Cache: runtime.NewCache()})
+	if err != nil {
+		panic(err)
+	}
+	safety := status.DeletionSafetyFunc(workers.CouldHaveRunningContainers)
+	if _, err := status.NewManager(status.Config{DeletionSafety: safety}); err != nil {
+		panic(err)
+	}
+	gone := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gone", UID: "uid-gone"}}
+	fmt.Println(safety.PodCouldHaveRunningContainers(gone))
+	workers.SyncKnownPods(nil)
+	fmt.Println(safety.PodCouldHaveRunningContainers(gone))
+	// Output:
+	// true
+	// false
 }

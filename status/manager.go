@@ -42,6 +42,14 @@ type PodDeletionSafety interface {
 	PodCouldHaveRunningContainers(pod *v1.Pod) bool
 }
 
+// DeletionSafetyFunc answers PodCouldHaveRunningContainers by the pod's
+// UID; podworkers.PodWorkers.CouldHaveRunningContainers fits:
+// DeletionSafety: status.DeletionSafetyFunc(workers.CouldHaveRunningContainers).
+type DeletionSafetyFunc func(uid types.UID) bool
+
+// PodCouldHaveRunningContainers calls f with pod's UID.
+func (f DeletionSafetyFunc) PodCouldHaveRunningContainers(pod *v1.Pod) bool { return f(pod.UID) }
+
 // Config configures a Manager. The zero value is a valid standalone
 // manager that keeps statuses and sends nothing.
 type Config struct {

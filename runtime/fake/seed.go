@@ -63,7 +63,8 @@ func (r *Runtime) addRunningPod(pod *v1.Pod) {
 	}
 }
 
-// AddRunningPods adds n generated pods, each with containersPerPod running
+// AddRunningPods seeds the runtime for benchmarks and load tests: it adds
+// n generated pods, each with containersPerPod running
 // containers, as AddRunningPod does, and returns their specs (named
 // "pod-<k>" in namespace "default", UID "uid-<k>", containers "c0", "c1",
 // ..., image "fake.local/app:1", restart policy Always).

@@ -1,0 +1,11 @@
+// Package admission decides whether a node agent may run a pod, with the
+// shape of the kubelet's admit handlers (pkg/kubelet/lifecycle): each
+// PodAdmitHandler gets the pod and the pods active on the node and admits it
+// or gives a reason and a message; the first refusal in an ordered list
+// wins, and the agent fails the pod with that reason in its status.
+//
+// The built-in checks of the agent are handlers here: MaxPods (reason
+// OutOfpods), DenyHostNamespaces and DenyPrivileged. A custom check is a
+// PodAdmitHandlerFunc. agent.Config.AdmitHandlers takes the ordered list;
+// see the Examples.
+package admission
