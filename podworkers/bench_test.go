@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -55,6 +56,16 @@ func (discardQueue) Enqueue(types.UID, time.Duration) {}
 // UpdatePod, until each has been synced once with a no-op syncer. Per-pod
 // figures are reported as ns/pod and B/pod.
 func BenchmarkUpdatePodRound(b *testing.B) {
+	benchmarkUpdatePodRound(b, false)
+}
+
+// BenchmarkUpdatePodRoundWithMetrics is BenchmarkUpdatePodRound with the
+// pod worker metrics registered: one observation per sync.
+func BenchmarkUpdatePodRoundWithMetrics(b *testing.B) {
+	benchmarkUpdatePodRound(b, true)
+}
+
+func benchmarkUpdatePodRound(b *testing.B, metrics bool) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run("N="+strconv.Itoa(n), func(b *testing.B) {
 			pods := make([]*v1.Pod, n)
@@ -65,7 +76,11 @@ func BenchmarkUpdatePodRound(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				s := &nopSyncer{n: int64(n), done: make(chan struct{})}
-				p, err := podworkers.New(podworkers.Config{Syncer: s, Cache: readyCache{}, WorkQueue: discardQueue{}})
+				c := podworkers.Config{Syncer: s, Cache: readyCache{}, WorkQueue: discardQueue{}}
+				if metrics {
+					c.Registerer = prometheus.NewRegistry()
+				}
+				p, err := podworkers.New(c)
 				if err != nil {
 					b.Fatal(err)
 				}
