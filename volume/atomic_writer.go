@@ -59,9 +59,11 @@ func validatePath(p string) error {
 //	dir/..data -> ..2026_01_02_03_04_05.123456789  swapped by rename(2)
 //	dir/<top-level name> -> ..data/<top-level name>
 //
-// A payload equal to what dir holds is not written again. It reports
-// whether it wrote.
-func writeAtomic(dir string, payload map[string]File, now time.Time) (bool, error) {
+// A payload equal to what dir holds is not written again. With gid >= 0
+// (the pod's fsGroup) the payload's files and directories belong to that
+// group and directories are setgid, as the kubelet's SetVolumeOwnership
+// leaves them. It reports whether it wrote.
+func writeAtomic(dir string, payload map[string]File, now time.Time, gid int) (bool, error) {
 	clean := make(map[string]File, len(payload))
 	for p, f := range payload {
 		if err := validatePath(p); err != nil {
@@ -84,7 +86,7 @@ func writeAtomic(dir string, payload map[string]File, now time.Time) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	if err := writePayload(tsDir, clean); err != nil {
+	if err := writePayload(tsDir, clean, gid); err != nil {
 		_ = os.RemoveAll(tsDir)
 		return false, err
 	}
@@ -133,7 +135,7 @@ func writeAtomic(dir string, payload map[string]File, now time.Time) (bool, erro
 	return true, nil
 }
 
-func writePayload(tsDir string, payload map[string]File) error {
+func writePayload(tsDir string, payload map[string]File, gid int) error {
 	if err := os.Chmod(tsDir, 0o755); err != nil {
 		return err
 	}
@@ -155,7 +157,21 @@ func writePayload(tsDir string, payload map[string]File) error {
 			return err
 		}
 	}
-	return nil
+	if gid < 0 {
+		return nil
+	}
+	return filepath.WalkDir(tsDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, -1, gid); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.Chmod(p, 0o755|fs.ModeSetgid)
+		}
+		return nil
+	})
 }
 
 // samePayload reports whether tsDir holds exactly payload, modes included.

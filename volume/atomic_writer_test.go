@@ -31,7 +31,7 @@ func TestAtomicWriterReaderNeverSeesAMix(t *testing.T) {
 		v := []byte(strconv.Itoa(i))
 		return map[string]File{"a": {Data: v, Mode: 0o644}, "sub/b": {Data: v, Mode: 0o644}, "c": {Data: v, Mode: 0o600}}
 	}
-	_, err := writeAtomic(dir, payload(0), time.Now())
+	_, err := writeAtomic(dir, payload(0), time.Now(), -1)
 	require.NoError(t, err)
 
 	var stop atomic.Bool
@@ -76,7 +76,7 @@ func TestAtomicWriterReaderNeverSeesAMix(t *testing.T) {
 		}()
 	}
 	for i := 1; i <= 200; i++ {
-		wrote, err := writeAtomic(dir, payload(i), time.Now())
+		wrote, err := writeAtomic(dir, payload(i), time.Now(), -1)
 		require.NoError(t, err)
 		require.True(t, wrote)
 	}
@@ -93,7 +93,7 @@ func TestAtomicWriterReaderNeverSeesAMix(t *testing.T) {
 
 func TestAtomicWriterRefusesBadPathsBeforeWriting(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vol")
-	_, err := writeAtomic(dir, map[string]File{"ok": {Data: []byte("x")}, "../../etc/evil": {Data: []byte("x")}}, time.Now())
+	_, err := writeAtomic(dir, map[string]File{"ok": {Data: []byte("x")}, "../../etc/evil": {Data: []byte("x")}}, time.Now(), -1)
 	require.ErrorContains(t, err, "must not contain '..'")
 	require.NoDirExists(t, dir, "nothing written")
 }

@@ -40,7 +40,12 @@
 // secrets and tokens never reach a disk (Config.SecretsOnDisk for nodes
 // that cannot mount).
 //
+// With the pod's fsGroup, the files of those volumes belong to that group
+// and are group-readable, their directories setgid, as the kubelet's
+// SetVolumeOwnership leaves them.
+//
 // Not covered: other volume types (an ErrUnsupported error), sizeLimit of
 // emptyDirs on disk (the kubelet enforces it by eviction), fsGroup
-// ownership, clusterTrustBundle and podCertificate projections.
+// ownership of emptyDirs, clusterTrustBundle and podCertificate
+// projections.
 package volume

@@ -218,6 +218,16 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 	if err != nil {
 		return err
 	}
+	gid := -1
+	if psc := pod.Spec.SecurityContext; psc != nil && psc.FSGroup != nil {
+		// The kubelet's SetVolumeOwnership for read-only volumes: the
+		// fsGroup owns the files and may read them (mode | 0440).
+		gid = int(*psc.FSGroup)
+		for k, f := range payload {
+			f.Mode |= 0o440
+			payload[k] = f
+		}
+	}
 	if (vol.Secret != nil || vol.Projected != nil) && !m.cfg.SecretsOnDisk {
 		if err := m.ensureTmpfs(dir, 0); err != nil {
 			return fmt.Errorf("%w (volume.Config.SecretsOnDisk keeps secrets on disk where tmpfs cannot be mounted)", err)
@@ -232,7 +242,7 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 			return nil
 		}
 	}
-	wrote, err := writeAtomic(dir, payload, m.cfg.Clock.Now())
+	wrote, err := writeAtomic(dir, payload, m.cfg.Clock.Now(), gid)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -527,4 +528,23 @@ func TestRealTmpfsSecretVolume(t *testing.T) {
 	require.Equal(t, map[string]string{"password": "hunter2 0644"}, files(t, dir))
 	require.NoError(t, m.TearDown(pod.UID), "unmounted, then removed")
 	require.NoDirExists(t, dir)
+}
+
+func TestFSGroupOwnsTheFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to another group needs root")
+	}
+	e := newEnv(t)
+	pod := podWith(v1.Volume{Name: "sec", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec", DefaultMode: ptr.To[int32](0o400)}}})
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr.To[int64](4321)}
+	require.NoError(t, e.m.SetUp(context.Background(), pod))
+	d := e.dir(t, pod, 0)
+	require.Equal(t, map[string]string{"password": "hunter2 0440"}, files(t, d), "the group may read, as with the kubelet")
+	info, err := os.Stat(filepath.Join(d, "password"))
+	require.NoError(t, err)
+	require.EqualValues(t, 4321, info.Sys().(*syscall.Stat_t).Gid)
+	data, err := os.Stat(filepath.Join(d, "..data"))
+	require.NoError(t, err)
+	require.NotZero(t, data.Mode()&fs.ModeSetgid, "directories are setgid")
+	require.NoError(t, e.m.SetUp(context.Background(), pod))
 }
