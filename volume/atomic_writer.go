@@ -16,6 +16,9 @@ import (
 type File struct {
 	Data []byte
 	Mode int32
+	// Owner, if set, is the uid the file belongs to (a token for the one
+	// user all the pod's containers run as).
+	Owner *int64
 }
 
 const (
@@ -155,6 +158,11 @@ func writePayload(tsDir string, payload map[string]File, gid int) error {
 		}
 		if err := os.Chmod(full, fs.FileMode(f.Mode)&fs.ModePerm); err != nil {
 			return err
+		}
+		if f.Owner != nil {
+			if err := os.Lchown(full, int(*f.Owner), -1); err != nil {
+				return err
+			}
 		}
 	}
 	if gid < 0 {

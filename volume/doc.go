@@ -42,7 +42,9 @@
 //
 // With the pod's fsGroup, the files of those volumes belong to that group
 // and are group-readable, their directories setgid, as the kubelet's
-// SetVolumeOwnership leaves them.
+// SetVolumeOwnership leaves them; a service-account token file belongs to
+// the one user all containers run as, if they do, with mode 0600 (0640
+// with an fsGroup), as the kubelet's.
 //
 // Not covered: other volume types (an ErrUnsupported error), sizeLimit of
 // emptyDirs on disk (the kubelet enforces it by eviction), fsGroup

@@ -354,6 +354,10 @@ func hashPayload(p map[string]File) uint64 {
 		h.Write([]byte{0})
 		mode[0], mode[1], mode[2], mode[3] = byte(f.Mode), byte(f.Mode>>8), byte(f.Mode>>16), byte(f.Mode>>24)
 		h.Write(mode[:])
+		if f.Owner != nil {
+			o := *f.Owner
+			h.Write([]byte{1, byte(o), byte(o >> 8), byte(o >> 16), byte(o >> 24)})
+		}
 		n := len(f.Data)
 		h.Write([]byte{byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)})
 		h.Write(f.Data)

@@ -226,8 +226,51 @@ func (m *Manager) addToken(ctx context.Context, out map[string]File, pod *v1.Pod
 	if err != nil {
 		return fmt.Errorf("failed to fetch token: %w", err)
 	}
-	out[tp.Path] = File{Data: []byte(tr.Status.Token), Mode: mode}
+	// The kubelet's token file: owned by the pod's one user if it has one,
+	// and then, or with an fsGroup (which adds group read), mode 0600.
+	owner := fsUser(pod)
+	if owner != nil || (pod.Spec.SecurityContext != nil && pod.Spec.SecurityContext.FSGroup != nil) {
+		mode = 0o600
+	}
+	out[tp.Path] = File{Data: []byte(tr.Status.Token), Mode: mode, Owner: owner}
 	return nil
+}
+
+// fsUser is the user every container of pod runs as, if they all name the
+// same one (their own runAsUser or the pod's), as the kubelet's FsUserFrom.
+func fsUser(pod *v1.Pod) *int64 {
+	var user *int64
+	same := true
+	visit := func(sc *v1.SecurityContext) {
+		var u *int64
+		if sc != nil && sc.RunAsUser != nil {
+			u = sc.RunAsUser
+		} else if psc := pod.Spec.SecurityContext; psc != nil && psc.RunAsUser != nil {
+			u = psc.RunAsUser
+		}
+		switch {
+		case u == nil:
+			same = false
+		case user == nil:
+			user = u
+		case *user != *u:
+			same = false
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		visit(pod.Spec.InitContainers[i].SecurityContext)
+	}
+	for i := range pod.Spec.Containers {
+		visit(pod.Spec.Containers[i].SecurityContext)
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		visit(pod.Spec.EphemeralContainers[i].SecurityContext)
+	}
+	if !same || user == nil {
+		return nil
+	}
+	u := *user
+	return &u
 }
 
 // modeOr returns *mode, or def when mode is nil; a mode outside 0..0777 is

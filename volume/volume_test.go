@@ -548,3 +548,43 @@ func TestFSGroupOwnsTheFiles(t *testing.T) {
 	require.NotZero(t, data.Mode()&fs.ModeSetgid, "directories are setgid")
 	require.NoError(t, e.m.SetUp(context.Background(), pod))
 }
+
+func TestTokenFileBelongsToThePodsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to another user needs root")
+	}
+	tokenVol := v1.Volume{Name: "tok", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0o644),
+		Sources: []v1.VolumeProjection{{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}}}}}}
+	for _, tc := range []struct {
+		name      string
+		podUser   *int64
+		container *int64
+		fsGroup   *int64
+		mode      string
+		uid, gid  uint32
+	}{
+		{name: "no user, no fsGroup: defaultMode, root's", mode: "0644"},
+		{name: "the pod's user: 0600, theirs", podUser: ptr.To[int64](1000), mode: "0600", uid: 1000},
+		{name: "containers with different users: defaultMode", podUser: ptr.To[int64](1000), container: ptr.To[int64](1001), mode: "0644"},
+		{name: "user and fsGroup: 0640", podUser: ptr.To[int64](1000), fsGroup: ptr.To[int64](2000), mode: "0640", uid: 1000, gid: 2000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			pod := podWith(tokenVol)
+			pod.Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: tc.podUser, FSGroup: tc.fsGroup}
+			pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: "side"})
+			if tc.container != nil {
+				pod.Spec.Containers[1].SecurityContext = &v1.SecurityContext{RunAsUser: tc.container}
+			}
+			require.NoError(t, e.m.SetUp(context.Background(), pod))
+			p := filepath.Join(e.dir(t, pod, 0), "token")
+			info, err := os.Stat(p)
+			require.NoError(t, err)
+			require.Equal(t, tc.mode, fmt.Sprintf("%#o", info.Mode().Perm()))
+			st := info.Sys().(*syscall.Stat_t)
+			require.Equal(t, tc.uid, st.Uid)
+			require.Equal(t, tc.gid, st.Gid)
+			require.NoError(t, e.m.TearDown(pod.UID))
+		})
+	}
+}
