@@ -54,13 +54,19 @@ func value(t *testing.T, c *objects.Cache) string {
 func TestWatchKeepsObjectsCurrentWithoutGets(t *testing.T) {
 	api := objectstest.New()
 	api.Set(cm("1"))
-	c := objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Secrets: api.Secrets, Watch: true, TTL: time.Millisecond})
+	// A fake clock: on the real one a watch nobody reads for ten TTLs
+	// stops, which under load races with the waits below.
+	clk := clocktesting.NewFakeClock(t0)
+	c := objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Secrets: api.Secrets, Watch: true, TTL: time.Minute, Clock: clk})
 	runCache(t, c)
 	require.Equal(t, "1", value(t, c))
 	eventually(t, "the watch", func() bool { return api.Watches() == 1 })
 
 	api.Set(cm("2"))
 	eventually(t, "the update", func() bool { return value(t, c) == "2" })
+	// The watch delivers: from now on the TTL passing makes no GET. (Past
+	// the TTL, well within the ten TTLs of the idle check.)
+	clk.Step(2 * time.Minute)
 	api.Delete("configmaps", "ns", "cm")
 	eventually(t, "the deletion", func() bool { return value(t, c) == "<not found>" })
 	api.Set(cm("3"))
