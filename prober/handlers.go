@@ -96,6 +96,12 @@ func (m *Manager) httpProbe(req *http.Request, timeout time.Duration) (outcome, 
 	client := &http.Client{Timeout: timeout, Transport: m.transport, CheckRedirect: redirectChecker}
 	res, err := client.Do(req)
 	if err != nil {
+		// net/http dials apart from the request: a dial the probe gave up
+		// on (timeout, ctx end) would go on for as long as the OS tries
+		// (minutes to a pod IP that does not answer), outliving the probe
+		// and Run. Closing idle connections cancels such orphaned dials;
+		// the default transport keeps no idle connection to lose.
+		client.CloseIdleConnections()
 		return outcomeFailure, err.Error(), nil
 	}
 	defer res.Body.Close()

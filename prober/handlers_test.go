@@ -269,3 +269,29 @@ func TestExecProbe(t *testing.T) {
 		t.Fatalf("no runner: %v", err)
 	}
 }
+
+func TestAnHTTPProbeThatGivesUpLeavesNoDialBehind(t *testing.T) {
+	dialEnded := make(chan struct{})
+	tr := newTransport()
+	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		<-ctx.Done() // a pod IP that never answers
+		close(dialEnded)
+		return nil, ctx.Err()
+	}
+	m, err := New(Config{Status: &fakeStatus{}, Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, "http://192.0.2.1:80/healthz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _, err := m.httpProbe(req, 10*time.Millisecond); o != outcomeFailure || err != nil {
+		t.Fatalf("probe = %v, %v; want a failure", o, err)
+	}
+	select {
+	case <-dialEnded:
+	case <-time.After(time.Minute): // only keeps a broken test from hanging
+		t.Fatal("the dial outlived the probe")
+	}
+}
