@@ -228,11 +228,6 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 			payload[k] = f
 		}
 	}
-	if (vol.Secret != nil || vol.Projected != nil) && !m.cfg.SecretsOnDisk {
-		if err := m.ensureTmpfs(dir, 0); err != nil {
-			return fmt.Errorf("%w (volume.Config.SecretsOnDisk keeps secrets on disk where tmpfs cannot be mounted)", err)
-		}
-	}
 	h := hashPayload(payload)
 	m.mu.Lock()
 	same := m.written[dir] == h
@@ -240,6 +235,13 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 	if same {
 		if _, err := os.Lstat(filepath.Join(dir, dataDirName)); err == nil {
 			return nil
+		}
+	}
+	// An unchanged volume was written on its tmpfs (gone with it, ..data
+	// would be too), so the mount is checked only when writing.
+	if (vol.Secret != nil || vol.Projected != nil) && !m.cfg.SecretsOnDisk {
+		if err := m.ensureTmpfs(dir, 0); err != nil {
+			return fmt.Errorf("%w (volume.Config.SecretsOnDisk keeps secrets on disk where tmpfs cannot be mounted)", err)
 		}
 	}
 	wrote, err := writeAtomic(dir, payload, m.cfg.Clock.Now(), gid)
