@@ -130,6 +130,9 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 			switch {
 			case err == nil:
 				s := resp.GetStatus()
+				if err := verifySandboxStatus(s); err != nil {
+					return nil, fmt.Errorf("cri: PodSandboxStatus of %q: %w", sb.Id, err)
+				}
 				ss.HostNetwork = s.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
 				if ip := s.GetNetwork().GetIp(); ip != "" && ss.State == runtime.SandboxStateReady && !ss.HostNetwork {
 					ss.IPs = append(ss.IPs, ip)
@@ -157,6 +160,9 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 				continue // removed since the list
 			}
 			return nil, wrapErr("ContainerStatus", err)
+		}
+		if err := verifyContainerStatus(resp.GetStatus()); err != nil {
+			return nil, fmt.Errorf("cri: ContainerStatus of %q: %w", c.Id, err)
 		}
 		cs := m.containerStatus(resp.GetStatus())
 		cs.SandboxID = c.PodSandboxId

@@ -11,6 +11,8 @@
 //     the container's log file in the CRI log format;
 //   - injectable errors per method, once (FailNext) or until cleared
 //     (SetError), and injectable latency per method (SetLatency);
+//   - responses rewritten per method (SetResponseRewrite), to send a
+//     client malformed or enormous answers;
 //   - per-method call counters (Calls, CallCounts, ResetCalls);
 //   - the timeout each StopContainer received (StopTimeout) and the image
 //     and credential of each pull (Pulls).

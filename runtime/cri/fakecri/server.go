@@ -74,6 +74,7 @@ type Server struct {
 	failNext  map[string][]error
 	errs      map[string]error
 	latencies map[string]time.Duration
+	rewrites  map[string]func(resp any) any
 }
 
 // NewServer starts a server. Close it to stop it.
@@ -94,6 +95,7 @@ func NewServer(c Config) (*Server, error) {
 		failNext:       map[string][]error{},
 		errs:           map[string]error{},
 		latencies:      map[string]time.Duration{},
+		rewrites:       map[string]func(any) any{},
 	}
 	s.Runtime.FakeStatus = &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Status: true},
@@ -316,14 +318,38 @@ func (s *Server) inject(ctx context.Context, method string) error {
 }
 
 func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := s.inject(ctx, methodName(info.FullMethod)); err != nil {
+	method := methodName(info.FullMethod)
+	if err := s.inject(ctx, method); err != nil {
 		return nil, err
 	}
 	resp, err := handler(ctx, req)
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	s.injMu.Lock()
+	rewrite := s.rewrites[method]
+	s.injMu.Unlock()
+	if rewrite != nil {
+		resp = rewrite(resp)
+	}
 	return resp, nil
+}
+
+// SetResponseRewrite makes every successful call of method (for example
+// "ListContainers") answer what rewrite returns instead of the response
+// the fake made, which rewrite receives (a *runtimeapi.<Method>Response it
+// may change in place). Tests of a client's defences use it to send
+// malformed or enormous responses: a rewrite that returns a response of
+// the wrong type makes the call fail on the server. A nil rewrite clears
+// it. The rewrite runs without the Server's locks held.
+func (s *Server) SetResponseRewrite(method string, rewrite func(resp any) any) {
+	s.injMu.Lock()
+	defer s.injMu.Unlock()
+	if rewrite == nil {
+		delete(s.rewrites, method)
+		return
+	}
+	s.rewrites[method] = rewrite
 }
 
 func (s *Server) interceptStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
