@@ -214,7 +214,7 @@ func TestSoakChurnWithRuntimeFaults(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	run := "go test -race -run Soak -v ./agent"
+	run := "go test -run Soak -v ./agent"
 	if cycles >= 10000 {
 		run = "NODEKIT_SOAK=1 go test -run Soak -v ./agent"
 	}

@@ -36,7 +36,7 @@ func TestDirectoryOfAThousandManifests(t *testing.T) {
 		Test: "podconfig/file: TestDirectoryOfAThousandManifests",
 		Done: "a manifest directory of 1,000 files",
 		Held: fmt.Sprintf("one SET of 1,000 pods; first read %v, %.1f MiB allocated", took.Round(time.Millisecond), float64(alloc)/(1<<20)),
-		Run:  "go test -race -run Thousand -v ./podconfig/file",
+		Run:  "go test -run Thousand -v ./podconfig/file",
 	})
 }
 
@@ -72,7 +72,7 @@ func TestConfigMapStyleDataSymlinkSwap(t *testing.T) {
 		Test: "podconfig/file: TestConfigMapStyleDataSymlinkSwap",
 		Done: "ConfigMap-style `..data` symlink swapped to a new timestamped directory, the old one removed",
 		Held: "the new manifest is read on the next re-read; one pod, never the hidden copies",
-		Run:  "go test -race -run DataSymlinkSwap -v ./podconfig/file",
+		Run:  "go test -run DataSymlinkSwap -v ./podconfig/file",
 	})
 }
 
@@ -114,6 +114,6 @@ func TestHostileFilesLeaveGoodManifestsAlone(t *testing.T) {
 		Test: "podconfig/file: TestHostileFilesLeaveGoodManifestsAlone",
 		Done: "beside a good manifest: a mode-000 file, a dangling symlink, a FIFO, half-written YAML, an empty file, a vim swap file and vim's 4913 probe",
 		Held: fmt.Sprintf("the good pod is read; the rest skipped or reported (%d FailedValidation events), no read blocks on the FIFO", len(events)),
-		Run:  "go test -race -run HostileFiles -v ./podconfig/file",
+		Run:  "go test -run HostileFiles -v ./podconfig/file",
 	})
 }

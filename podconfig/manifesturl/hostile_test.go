@@ -52,7 +52,7 @@ func TestEndlessBodyIsCutOffAtTheLimit(t *testing.T) {
 		Test: "podconfig/manifesturl: TestEndlessBodyIsCutOffAtTheLimit",
 		Done: "manifest URL whose body never ends",
 		Held: fmt.Sprintf("ErrBodyTooLarge at the 10 MiB limit; %.1f MiB allocated by the poll; nothing sent", float64(alloc)/(1<<20)),
-		Run:  "go test -race -run EndlessBody -v ./podconfig/manifesturl",
+		Run:  "go test -run EndlessBody -v ./podconfig/manifesturl",
 	})
 }
 
@@ -86,7 +86,7 @@ func TestSlowBodyTimesOut(t *testing.T) {
 		Test: "podconfig/manifesturl: TestSlowBodyTimesOut",
 		Done: "manifest URL dripping its body a byte a second (Timeout 300 ms)",
 		Held: fmt.Sprintf("poll ends with the deadline error after %v; nothing sent", took.Round(10*time.Millisecond)),
-		Run:  "go test -race -run SlowBody -v ./podconfig/manifesturl",
+		Run:  "go test -run SlowBody -v ./podconfig/manifesturl",
 	})
 }
 
@@ -101,6 +101,8 @@ func TestMalformedBodiesAreRefused(t *testing.T) {
 		{"JSON nested 100,000 deep", strings.Repeat("[", 100000) + strings.Repeat("]", 100000)},
 		{"YAML nested 100,000 deep", strings.Repeat("- ", 100000) + "x"},
 		{"YAML alias bomb", "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n"},
+		{"name over 253 characters", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + strings.Repeat("n", 300) + `"},"spec":{"containers":[{"name":"c","image":"i"}]}}`},
+		{"container name over 63 characters", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"containers":[{"name":"` + strings.Repeat("c", 64) + `","image":"i"}]}}`},
 		{"pod without containers", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{}}`},
 	}
 	srv := newServer(t)
@@ -126,9 +128,9 @@ func TestMalformedBodiesAreRefused(t *testing.T) {
 	}
 	reltable.Print(t, reltable.Row{
 		Test: "podconfig/manifesturl: TestMalformedBodiesAreRefused",
-		Done: "manifest URL bodies: binary junk, truncated JSON, a Service, JSON and YAML nested 100,000 deep, a YAML alias bomb, a pod without containers",
+		Done: "manifest URL bodies: binary junk, truncated JSON, a Service, JSON and YAML nested 100,000 deep, a YAML alias bomb, a pod name of 300 and a container name of 64 characters, a pod without containers",
 		Held: fmt.Sprintf("each refused with an error and a FailedValidation event; the last good pods stay; at most %.1f MiB allocated per poll", float64(worst)/(1<<20)),
-		Run:  "go test -race -run MalformedBodies -v ./podconfig/manifesturl",
+		Run:  "go test -run MalformedBodies -v ./podconfig/manifesturl",
 	})
 }
 
@@ -157,6 +159,6 @@ func TestPodListOfTenThousandPods(t *testing.T) {
 		Test: "podconfig/manifesturl: TestPodListOfTenThousandPods",
 		Done: fmt.Sprintf("manifest URL serving a PodList of 10,000 pods (%.1f MiB)", float64(len(body))/(1<<20)),
 		Held: fmt.Sprintf("decoded and sent whole in %v, %.0f MiB allocated (%.1f KiB per pod)", took.Round(time.Millisecond), float64(alloc)/(1<<20), float64(alloc)/10000/1024),
-		Run:  "go test -race -run TenThousandPods -v ./podconfig/manifesturl",
+		Run:  "go test -run TenThousandPods -v ./podconfig/manifesturl",
 	})
 }

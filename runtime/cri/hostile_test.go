@@ -96,7 +96,7 @@ func TestMalformedCRIResponsesAreSurvived(t *testing.T) {
 		Test: "runtime/cri: TestMalformedCRIResponsesAreSurvived",
 		Done: fmt.Sprintf("fakecri rewrites %d responses: nil and empty sandboxes, containers and images, statuses without status, unknown states", len(cases)),
 		Held: fmt.Sprintf("no panic; %d calls failed with an error, %d skipped the bad entries; the running pod untouched", outcomes["error"], outcomes["ok"]),
-		Run:  "go test -race -run MalformedCRI -v ./runtime/cri",
+		Run:  "go test -run MalformedCRI -v ./runtime/cri",
 	})
 }
 
@@ -123,7 +123,7 @@ func TestEnormousCRIResponseIsRefused(t *testing.T) {
 		Test: "runtime/cri: TestEnormousCRIResponseIsRefused",
 		Done: "fakecri answers ListContainers with 20 MiB",
 		Held: "GetPods fails with ResourceExhausted (limit 16 MiB); the next call works",
-		Run:  "go test -race -run EnormousCRI -v ./runtime/cri",
+		Run:  "go test -run EnormousCRI -v ./runtime/cri",
 	})
 }
 
@@ -174,6 +174,6 @@ func TestHugePodSpecs(t *testing.T) {
 		Test: "runtime/cri: TestHugePodSpecs",
 		Done: "through fakecri: a pod with 10,000 env vars; a pod whose CreateContainer would be 20 MiB",
 		Held: "the first runs; the second fails its sync with gRPC's \"larger than max\" (16 MiB) error; another pod keeps running",
-		Run:  "go test -race -run HugePodSpecs -v ./runtime/cri",
+		Run:  "go test -run HugePodSpecs -v ./runtime/cri",
 	})
 }
