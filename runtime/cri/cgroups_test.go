@@ -182,7 +182,7 @@ func TestRealPodsLandInTheirQoSCgroups(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pod := newPod(tt.name, image, func(p *v1.Pod) {
+			pod := realPod(tt.name, image, func(p *v1.Pod) {
 				p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: tt.req, Limits: tt.lim}
 				p.Spec.Containers[0].Command = []string{"sh", "-c", "cat /proc/self/cgroup; exec sleep 3600"}
 			})
@@ -200,10 +200,10 @@ func TestRealPodsLandInTheirQoSCgroups(t *testing.T) {
 			if !v2 { // v2 containers may have their own cgroup namespace
 				var out string
 				require.Eventually(t, func() bool {
-					b, err := os.ReadFile(filepath.Join(logs, "test_"+tt.name+"_uid-"+tt.name, "main", "0.log"))
+					b, err := os.ReadFile(filepath.Join(logDir(logs, pod), "main", "0.log"))
 					out = string(b)
 					return err == nil && strings.Contains(out, ":/")
-				}, 10*time.Second, 50*time.Millisecond)
+				}, logWait, 50*time.Millisecond)
 				require.Contains(t, out, dir+"/", "the container sees itself inside the pod cgroup")
 			}
 

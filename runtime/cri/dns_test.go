@@ -83,7 +83,7 @@ func TestRealClusterFirstPodGetsTheClusterResolvConf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pod := newPod(tt.name, image, func(p *v1.Pod) {
+			pod := realPod(tt.name, image, func(p *v1.Pod) {
 				p.Namespace = "dnscg"
 				p.Spec.DNSPolicy, p.Spec.HostNetwork = tt.policy, tt.hostNetwork
 				p.Spec.Containers[0].Command = []string{"sh", "-c", "cat /etc/resolv.conf; exec sleep 3600"}
@@ -92,10 +92,10 @@ func TestRealClusterFirstPodGetsTheClusterResolvConf(t *testing.T) {
 			syncUntil(t, context.Background(), m, pod, nil, 50, 100*time.Millisecond, running("main"))
 			var out string
 			require.Eventually(t, func() bool {
-				b, err := os.ReadFile(filepath.Join(logs, "dnscg_"+tt.name+"_uid-"+tt.name, "main", "0.log"))
+				b, err := os.ReadFile(filepath.Join(logDir(logs, pod), "main", "0.log"))
 				out = string(b)
 				return err == nil && strings.Contains(out, "nameserver")
-			}, 10*time.Second, 50*time.Millisecond)
+			}, logWait, 50*time.Millisecond)
 			for _, line := range tt.want {
 				require.Contains(t, out, "stdout F "+line+"\n")
 			}

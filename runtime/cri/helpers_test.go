@@ -2,6 +2,9 @@ package cri_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -32,6 +35,24 @@ func newPod(name string, image string, opts ...podOpt) *v1.Pod {
 		o(p)
 	}
 	return p
+}
+
+// logWait bounds waits for containerd to copy a container's output into its
+// log file: a process of its own that lags behind on a loaded machine.
+const logWait = time.Minute
+
+// realPod is newPod for the shared containerd: its UID is unique to this
+// test process, so that the same test run elsewhere at the same time (by
+// another checkout) does not find, kill or remove this pod.
+func realPod(name string, image string, opts ...podOpt) *v1.Pod {
+	p := newPod(name, image, opts...)
+	p.UID = types.UID(fmt.Sprintf("uid-%s-%d", name, os.Getpid()))
+	return p
+}
+
+// logDir is the pod's log directory under the logs root.
+func logDir(logs string, pod *v1.Pod) string {
+	return filepath.Join(logs, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
 }
 
 // syncUntil calls GetPodStatus and SyncPod until done holds for the status,

@@ -63,7 +63,7 @@ func podOf(st *runtime.PodStatus) runtime.Pod {
 func TestRealInitAndTwoContainersRun(t *testing.T) {
 	m, image, logs := realManager(t)
 	ctx := context.Background()
-	pod := newPod("init-two", image, func(p *v1.Pod) {
+	pod := realPod("init-two", image, func(p *v1.Pod) {
 		cache := []v1.VolumeMount{{Name: "cache", MountPath: "/cache"}}
 		p.Spec.Volumes = []v1.Volume{{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 		p.Spec.InitContainers = []v1.Container{{Name: "init", Image: image, ImagePullPolicy: v1.PullIfNotPresent, VolumeMounts: cache,
@@ -79,11 +79,11 @@ func TestRealInitAndTwoContainersRun(t *testing.T) {
 	require.Equal(t, 0, init.ExitCode)
 	require.Len(t, st.IPs, 1, "pod network gives the pod an IP")
 
-	dir := filepath.Join(logs, "test_init-two_uid-init-two")
+	dir := logDir(logs, pod)
 	require.Eventually(t, func() bool {
 		b, err := os.ReadFile(filepath.Join(dir, "second", "0.log"))
 		return err == nil && strings.Contains(string(b), "stdout F hello world from-init")
-	}, 10*time.Second, 50*time.Millisecond)
+	}, logWait, 50*time.Millisecond)
 	b, err := os.ReadFile(filepath.Join(dir, "init", "0.log"))
 	require.NoError(t, err)
 	require.Contains(t, string(b), "stdout F init done")
@@ -92,7 +92,7 @@ func TestRealInitAndTwoContainersRun(t *testing.T) {
 func TestRealExitCodesAndLogs(t *testing.T) {
 	m, image, logs := realManager(t)
 	ctx := context.Background()
-	pod := newPod("exits", image, func(p *v1.Pod) {
+	pod := realPod("exits", image, func(p *v1.Pod) {
 		p.Spec.RestartPolicy = v1.RestartPolicyNever
 		p.Spec.Containers = []v1.Container{
 			{Name: "ok", Image: image, ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sh", "-c", "echo out; echo err >&2; exit 0"}},
@@ -120,7 +120,7 @@ func TestRealExitCodesAndLogs(t *testing.T) {
 	require.False(t, fail.StartedAt.IsZero())
 	require.False(t, fail.FinishedAt.IsZero())
 
-	dir := filepath.Join(logs, "test_exits_uid-exits")
+	dir := logDir(logs, pod)
 	b, err := os.ReadFile(filepath.Join(dir, "ok", "0.log"))
 	require.NoError(t, err)
 	require.Regexp(t, `(?m)^\S+ stdout F out$`, string(b))
@@ -133,7 +133,7 @@ func TestRealExitCodesAndLogs(t *testing.T) {
 func TestRealCrashLoopBacksOff(t *testing.T) {
 	m, image, logs := realManager(t)
 	ctx := context.Background()
-	pod := newPod("crashloop", image, func(p *v1.Pod) {
+	pod := realPod("crashloop", image, func(p *v1.Pod) {
 		p.Spec.Containers[0].Command = []string{"sh", "-c", "echo crash; exit 1"}
 	})
 	cleanup(t, m, pod)
@@ -159,7 +159,7 @@ func TestRealCrashLoopBacksOff(t *testing.T) {
 	}
 	require.Equal(t, []int{3, 2, 1, 0}, counts, "every instance is kept, newest first")
 	for i := range 4 {
-		_, err := os.Stat(filepath.Join(logs, "test_crashloop_uid-crashloop", "main", strconv.Itoa(i)+".log"))
+		_, err := os.Stat(filepath.Join(logDir(logs, pod), "main", strconv.Itoa(i)+".log"))
 		require.NoError(t, err, "a log per restart")
 	}
 	// No GarbageCollect here: it is node-wide, and other packages' tests may
@@ -169,7 +169,7 @@ func TestRealCrashLoopBacksOff(t *testing.T) {
 func TestRealKillPodHonoursGracePeriod(t *testing.T) {
 	m, image, logs := realManager(t)
 	ctx := context.Background()
-	pod := newPod("grace", image, func(p *v1.Pod) {
+	pod := realPod("grace", image, func(p *v1.Pod) {
 		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](2)
 		p.Spec.Containers = []v1.Container{
 			// Exits on TERM after saying so.
@@ -193,7 +193,7 @@ func TestRealKillPodHonoursGracePeriod(t *testing.T) {
 	require.Equal(t, 137, stubborn.ExitCode, "the stubborn one is killed")
 	require.GreaterOrEqual(t, stubborn.FinishedAt.Sub(started), 1900*time.Millisecond, "but not before its grace period")
 	require.Nil(t, st.ReadySandbox())
-	b, err := os.ReadFile(filepath.Join(logs, "test_grace_uid-grace", "polite", "0.log"))
+	b, err := os.ReadFile(filepath.Join(logDir(logs, pod), "polite", "0.log"))
 	require.NoError(t, err)
 	require.Contains(t, string(b), "got TERM")
 }
@@ -206,7 +206,7 @@ func TestRealNetworkModes(t *testing.T) {
 	for _, hostNetwork := range []bool{false, true} {
 		name := map[bool]string{false: "podnet", true: "hostnet"}[hostNetwork]
 		t.Run(name, func(t *testing.T) {
-			pod := newPod(name, image, func(p *v1.Pod) {
+			pod := realPod(name, image, func(p *v1.Pod) {
 				p.Spec.HostNetwork = hostNetwork
 				p.Spec.Containers[0].Command = []string{"sh", "-c", "echo host=$(hostname); exec sleep 3600"}
 			})
@@ -222,9 +222,9 @@ func TestRealNetworkModes(t *testing.T) {
 				require.NotEqual(t, "127.0.0.1", st.IPs[0])
 			}
 			require.Eventually(t, func() bool {
-				b, err := os.ReadFile(filepath.Join(logs, "test_"+name+"_uid-"+name, "main", "0.log"))
+				b, err := os.ReadFile(filepath.Join(logDir(logs, pod), "main", "0.log"))
 				return err == nil && strings.Contains(string(b), want)
-			}, 10*time.Second, 50*time.Millisecond)
+			}, logWait, 50*time.Millisecond)
 		})
 	}
 }
