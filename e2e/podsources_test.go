@@ -28,7 +28,9 @@ import (
 // apiserver accepts. A pod whose configMap is missing waits with
 // CreateContainerConfigError and starts once the configMap exists.
 func TestClusterPodEnvAndVolumesOnContainerd(t *testing.T) {
-	endpoint := testenv.CRIEndpoint(t)
+	// Exclusive: kubenode kills the runtime pods it does not know, those of
+	// every other test sharing containerd too.
+	endpoint := testenv.ExclusiveCRIEndpoint(t)
 	image := testenv.TestImage(t)
 	if servers.err != nil {
 		t.Skipf("no etcd/kube-apiserver (%v); build them with: bash e2e/hack/servers.sh build", servers.err)
