@@ -39,6 +39,10 @@ type Agent struct {
 	queue   *podworkers.Queue
 	workers *podworkers.PodWorkers
 	pleg    *pleg.GenericPLEG
+	// evented streams the events of a runtime that owns its pods' status
+	// (owner); nil otherwise.
+	evented *pleg.EventedPLEG
+	owner   bool
 	node    *node.Controller // nil without Config.Node
 	loop    *syncloop.Loop
 	// loopRef publishes loop, set in Run, to health checks on other
@@ -141,6 +145,9 @@ func New(c Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pleg: %w", err)
 	}
+	if err := a.setupStatusOwner(); err != nil {
+		return nil, fmt.Errorf("pleg: %w", err)
+	}
 	if a.metrics, err = newAgentMetrics(c.Registerer, c.NodeName); err != nil {
 		return nil, err
 	}
@@ -236,7 +243,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 	})
-	spawn("pleg", inner, a.pleg.Start)
+	spawn("pleg", inner, a.runPLEG)
 	nodeErr := make(chan error, 1)
 	if a.node != nil {
 		if a.metrics != nil && a.metrics.node != nil {

@@ -21,6 +21,11 @@ func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus, terminal bool) v1.P
 	if st, ok := a.status.SharedPodStatus(pod.UID); ok {
 		old = st // read only: GeneratePodStatus does not modify it
 	}
+	if a.owner {
+		st := a.ownedStatus(pod, rs, old)
+		a.failPastDeadline(pod, &st)
+		return st
+	}
 	if rs == nil {
 		rs = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
@@ -47,7 +52,9 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 	if err := a.runtimeError(); err != nil {
 		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
 	}
-	a.prober.AddPod(pod)
+	if !a.owner { // a status owner's readiness is its own
+		a.prober.AddPod(pod)
+	}
 	rs, err := a.killUnhealthy(ctx, pod, rs)
 	if err != nil {
 		return false, err

@@ -115,6 +115,20 @@ type ContainerEventer interface {
 	WatchContainerEvents(ctx context.Context) (<-chan ContainerEvent, error)
 }
 
+// StatusOwner is implemented by runtimes that own their pods' API status,
+// as a virtual-kubelet provider does (package provider): the status they
+// put in PodStatus.APIStatus is the one the agent reports, apart from what
+// the kubelet always sets (start time, QoS class, host IPs if missing,
+// condition transition times, observed generation), and they report every
+// change of it as a ContainerEvent carrying the new PodStatus, which the
+// agent streams (evented PLEG) rather than waiting for a relist. The agent
+// runs no probes for their pods: readiness is theirs too.
+type StatusOwner interface {
+	ContainerEventer
+	// OwnsPodStatus reports whether the runtime owns its pods' API status.
+	OwnsPodStatus() bool
+}
+
 // EffectiveGracePeriod returns the grace period to stop pod's containers
 // with: the override if set, else the deletion's if the pod is being deleted,
 // else the spec's, else 30 s; never below 1 second, as with the kubelet, so a

@@ -3,6 +3,7 @@ package runtime
 import (
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -101,6 +102,11 @@ type PodStatus struct {
 	SandboxStatuses []*SandboxStatus
 	// TimeStamp is when the runtime produced this status; zero if unknown.
 	TimeStamp time.Time
+	// APIStatus is the pod's API status as a runtime that owns it (a
+	// StatusOwner, such as package provider's) reports it; nil from every
+	// other runtime, whose API status the agent generates from the above.
+	// Read only.
+	APIStatus *v1.PodStatus
 }
 
 // ContainerStatus is the status of one container instance.

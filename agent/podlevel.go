@@ -1,0 +1,71 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podutil"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// ownerCacheUpdatePeriod is the evented PLEG's CacheUpdatePeriod on a
+// status owner.
+const ownerCacheUpdatePeriod = 20 * time.Millisecond
+
+// setupStatusOwner prepares the agent for a runtime that owns its pods' API
+// status (runtime.StatusOwner, package provider): its status changes arrive
+// as container events, streamed by the evented PLEG over the generic one.
+func (a *Agent) setupStatusOwner() error {
+	o, ok := a.cfg.Runtime.(runtime.StatusOwner)
+	if !ok || !o.OwnsPodStatus() {
+		return nil
+	}
+	// A provider often reports a change from within SyncPod (NotifyPods
+	// called by CreatePod), so the change is older than the sync and the
+	// worker's next sync waits for the cache to be declared current. The
+	// runtime's memory is the truth and every change is an event, so the
+	// cache is current whenever no event is pending: declare it often.
+	e, err := pleg.NewEvented(pleg.EventedConfig{Generic: a.pleg, Events: o, Registerer: a.cfg.Registerer,
+		CacheUpdatePeriod: ownerCacheUpdatePeriod})
+	if err != nil {
+		return err
+	}
+	a.owner, a.evented = true, e
+	return nil
+}
+
+// runPLEG runs the evented PLEG if there is one, else the generic PLEG.
+func (a *Agent) runPLEG(ctx context.Context) error {
+	if a.evented != nil {
+		return a.evented.Start(ctx)
+	}
+	return a.pleg.Start(ctx)
+}
+
+// ownedStatus is the API status of pod on a runtime that owns it: what the
+// runtime reports, or the status the pod has until it reports one, with
+// what the kubelet always sets filled in (the status manager adds the start
+// time, transition times and the observed generation).
+func (a *Agent) ownedStatus(pod *v1.Pod, rs *runtime.PodStatus, old *v1.PodStatus) v1.PodStatus {
+	var st v1.PodStatus
+	if rs != nil && rs.APIStatus != nil {
+		st = *rs.APIStatus.DeepCopy()
+	} else {
+		st = *old.DeepCopy()
+	}
+	if st.Phase == "" {
+		st.Phase = v1.PodPending
+	}
+	st.QOSClass = podutil.QOSClass(pod) // set at creation, immutable in the API
+	if st.HostIP == "" && len(a.cfg.NodeIPs) > 0 {
+		st.HostIP = a.cfg.NodeIPs[0]
+		st.HostIPs = make([]v1.HostIP, len(a.cfg.NodeIPs))
+		for i, ip := range a.cfg.NodeIPs {
+			st.HostIPs[i] = v1.HostIP{IP: ip}
+		}
+	}
+	return st
+}

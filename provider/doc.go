@@ -1,0 +1,58 @@
+// Package provider runs a virtual-kubelet provider on nodekit's agent,
+// unchanged: it turns a pod-level provider into a runtime.Runtime.
+//
+// A virtual-kubelet provider implements PodLifecycleHandler (CreatePod,
+// UpdatePod, DeletePod, GetPod, GetPodStatus, GetPods), optionally
+// PodNotifier (NotifyPods) and, for its node, NodeProvider (Ping,
+// NotifyNodeStatus). The interfaces here have exactly virtual-kubelet's
+// method sets and k8s.io/api types only, so a value that satisfies
+// virtual-kubelet's satisfies these, with no import and no wrapper. Runtime
+// (New) adapts one to the container-level contract the agent drives:
+//
+//   - SyncPod calls CreatePod for a pod the provider does not have and
+//     UpdatePod when a field virtual-kubelet passes on changed; KillPod calls
+//     DeletePod with the pod's grace period and waits, within it, for the
+//     provider to report the pod stopped. Failures become events
+//     (ProviderCreateFailed, ...), the pod's status (reason ProviderFailed)
+//     and sync errors that the agent retries with a back-off growing per pod.
+//   - The provider owns the pod's status, as under virtual-kubelet: Runtime
+//     is a runtime.StatusOwner, so what the provider reports is what the
+//     agent's status manager sends, apart from what the kubelet always sets
+//     (QoS class, start time, host IPs when missing, the transition times of
+//     its conditions, observed generation), and the agent runs no probes for
+//     these pods.
+//   - Status changes reach the pipeline as container events carrying the new
+//     status: from NotifyPods at once, or for a provider without it from a
+//     poll of GetPodStatus every PollPeriod. The agent streams them with the
+//     evented PLEG; relisting (GetPods from memory) is only the safety net.
+//   - The NodeProvider is not this package's: give it to
+//     agent.Config.Node.Provider (package node), where a failing Ping makes
+//     the node NotReady and NotifyNodeStatus sends a status at once.
+//
+// Where it sits: podconfig -> syncloop -> podworkers -> agent -> Runtime ->
+// PodLifecycleHandler, with the Runtime's events feeding the PLEG.
+//
+// Usage (p is a virtual-kubelet provider):
+//
+//	rt, err := provider.New(provider.Config{Provider: p, Recorder: recorder})
+//	if err != nil { ... }
+//	a, err := agent.New(agent.Config{
+//		NodeName:     "vk-1",
+//		Runtime:      rt,
+//		PodSource:    clientset.CoreV1().Pods(""),
+//		StatusClient: func(ns string) status.PodClient { return clientset.CoreV1().Pods(ns) },
+//		Node:         &node.Config{Nodes: clientset.CoreV1().Nodes(), Provider: p},
+//	})
+//	if err != nil { ... }
+//	err = a.Run(ctx)
+//
+// Differences from virtual-kubelet's PodController, on purpose: the agent
+// keeps the kubelet's guarantees, so a pod is deleted from the apiserver
+// only once the provider reported it stopped or gone (virtual-kubelet
+// force-deletes it when the grace period ends), and the pod's status before
+// the provider's first report is the one the pod already has (Pending). Environment
+// variables are not resolved before CreatePod (virtual-kubelet resolves
+// configMap, secret and field references unless told not to): a provider
+// that needs them resolved uses package podenv. providertest has
+// virtual-kubelet-style mock providers.
+package provider
