@@ -54,7 +54,7 @@ func (r *Runtime) ExecSync(ctx context.Context, id runtime.ContainerID, cmd []st
 		r.mu.Unlock()
 		return nil, nil, 0, fmt.Errorf("fake: exec in container %s: container is not running", id)
 	}
-	name, uid := c.name, p.uid
+	name, uid, notReady := c.name, p.uid, r.clock.Now().Before(c.readyAt)
 	r.mu.Unlock()
 	if err := r.enter(ctx, mExecSync, uid); err != nil {
 		return nil, nil, 0, err
@@ -62,7 +62,10 @@ func (r *Runtime) ExecSync(ctx context.Context, id runtime.ContainerID, cmd []st
 	r.mu.Lock()
 	res, ok := r.execs[execKey{name, strings.Join(cmd, "\x00")}]
 	if !ok {
-		res = r.execs[execKey{name, ""}]
+		res, ok = r.execs[execKey{name, ""}]
+	}
+	if !ok && notReady {
+		res.ExitCode = 1 // Behavior.ReadyAfter
 	}
 	r.mu.Unlock()
 	if res.Hang {

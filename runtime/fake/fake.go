@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -50,6 +51,11 @@ type Config struct {
 	// EventBuffer is how many container events a WatchContainerEvents
 	// stream holds before it breaks. Default: 1000.
 	EventBuffer int
+	// PodBehavior, if set, programs containers per pod (for example from
+	// the pod's annotations): when it returns true its Behavior wins over
+	// SetContainerBehavior and SetImageBehavior. It is called with the
+	// runtime's lock held and must not call the runtime.
+	PodBehavior func(pod *v1.Pod, c *v1.Container) (Behavior, bool)
 }
 
 // Behavior programs how containers behave. It applies to every container
@@ -84,6 +90,10 @@ type Behavior struct {
 	// Logs are lines the container prints on stdout when it starts,
 	// served by GetContainerLogs.
 	Logs []string
+	// ReadyAfter makes commands not programmed with SetExecResult (exec
+	// probes) exit 1 until the container has run this long, so an exec
+	// readiness probe passes only then. Zero: they exit 0 at once.
+	ReadyAfter time.Duration
 }
 
 // Call is one recorded call.
@@ -203,6 +213,7 @@ type Runtime struct {
 	status     runtime.RuntimeStatus
 	watchers   []*watcher
 	execs      map[execKey]ExecResult
+	podBehav   func(*v1.Pod, *v1.Container) (Behavior, bool)
 	// execPods finds the pod of a container ExecSync was asked about.
 	execPods map[runtime.ContainerID]*podState
 }
@@ -258,6 +269,7 @@ func New(c Config) (*Runtime, error) {
 		byName:      map[string]Behavior{},
 		images:      map[string]string{},
 		pods:        map[types.UID]*podState{},
+		podBehav:    c.PodBehavior,
 		status: runtime.RuntimeStatus{Conditions: []runtime.RuntimeCondition{
 			{Type: runtime.RuntimeReady, Status: true},
 			{Type: runtime.NetworkReady, Status: true},
@@ -322,8 +334,20 @@ func (r *Runtime) SetContainerBehavior(name string, b Behavior) {
 	r.byName[name] = b
 }
 
-// behavior returns the programmed behaviour; r.mu must be held.
-func (r *Runtime) behavior(name, image string) Behavior {
+// behavior returns the programmed behaviour of a container of pod (nil
+// for an image pulled on its own); r.mu must be held.
+func (r *Runtime) behavior(pod *v1.Pod, name, image string) Behavior {
+	if r.podBehav != nil && pod != nil {
+		for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range cs {
+				if cs[i].Name == name {
+					if b, ok := r.podBehav(pod, &cs[i]); ok {
+						return b
+					}
+				}
+			}
+		}
+	}
 	if b, ok := r.byName[name]; ok {
 		return b
 	}

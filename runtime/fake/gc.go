@@ -101,7 +101,7 @@ func (r *Runtime) PullImage(ctx context.Context, image string, _ []v1.Secret) (s
 		r.mu.Unlock()
 		return "", fmt.Errorf("fake: empty image name: %w", runtime.ErrInvalidImageName)
 	}
-	id, err := r.pull(ctx, image, "", "")
+	id, err := r.pull(ctx, image, "", nil)
 	if err != nil {
 		return "", fmt.Errorf("%w: %q: %w", runtime.ErrImagePull, image, err)
 	}

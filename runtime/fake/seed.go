@@ -41,12 +41,12 @@ func (r *Runtime) addRunningPod(pod *v1.Pod) {
 			id = imageID(c.Image)
 			r.images[c.Image] = id
 		}
-		b := r.behavior(c.Name, c.Image)
+		b := r.behavior(pod, c.Name, c.Image)
 		ctr := &container{
 			id:   runtime.ContainerID{Type: r.typ, ID: "c" + strconv.FormatUint(r.newID(), 10)},
 			name: c.Name, image: c.Image, imageID: id, hash: runtime.HashContainer(c),
 			sandboxID: s.id, kind: kind, state: runtime.ContainerStateRunning,
-			createdAt: now, startedAt: now, ignoreTERM: b.IgnoreTERM, termExitCode: b.TermExitCode,
+			createdAt: now, startedAt: now, ignoreTERM: b.IgnoreTERM, termExitCode: b.TermExitCode, readyAt: now.Add(b.ReadyAfter),
 		}
 		if kind == kindInit {
 			ctr.exit(now, 0, "")

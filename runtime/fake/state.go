@@ -70,6 +70,8 @@ type container struct {
 	termExitCode int
 	// logs is what the container printed, in the CRI log format.
 	logs []byte
+	// readyAt is when unprogrammed commands start to succeed.
+	readyAt time.Time
 }
 
 // settle applies a programmed exit that is due at now and reports whether

@@ -152,7 +152,7 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 	}
 
 	r.mu.Lock()
-	b := r.behavior(c.Name, c.Image)
+	b := r.behavior(pod, c.Name, c.Image)
 	r.mu.Unlock()
 	if err := r.wait(ctx, b.StartLatency); err != nil {
 		return fail(fmt.Errorf("%w: %w", runtime.ErrCreateContainer, err), "")
@@ -181,6 +181,7 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 		startedAt:    now,
 		ignoreTERM:   b.IgnoreTERM,
 		termExitCode: b.TermExitCode,
+		readyAt:      now.Add(b.ReadyAfter),
 	}
 	if prev := p.newest(c.Name); prev != nil {
 		ctr.restarts = prev.restarts + 1
@@ -220,6 +221,9 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container)
 	}
 	r.mu.Lock()
 	id, present := r.images[c.Image]
+	// An image this container cannot pull is not there for it, even if
+	// another pod's copy is (a per-pod PullError).
+	present = present && r.behavior(pod, c.Name, c.Image).PullError == ""
 	r.mu.Unlock()
 	switch podutil.PullPolicy(c) {
 	case v1.PullNever:
@@ -237,7 +241,7 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container)
 	if r.pullBackoff.IsInBackOffSinceUpdate(key, r.clock.Now()) {
 		return "", fmt.Sprintf("Back-off pulling image %q", c.Image), runtime.ErrImagePullBackOff
 	}
-	id, err := r.pull(ctx, c.Image, c.Name, pod.UID)
+	id, err := r.pull(ctx, c.Image, c.Name, pod)
 	if err != nil {
 		r.pullBackoff.Next(key, r.clock.Now())
 		stepErr := runtime.ErrImagePull
@@ -253,7 +257,11 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container)
 // pull pulls image, honouring the behaviour of the image (or of the
 // container name, when pulled for a container). Its error is the cause,
 // without a step sentinel.
-func (r *Runtime) pull(ctx context.Context, image, containerName string, uid types.UID) (string, error) {
+func (r *Runtime) pull(ctx context.Context, image, containerName string, pod *v1.Pod) (string, error) {
+	var uid types.UID
+	if pod != nil {
+		uid = pod.UID
+	}
 	if err := r.enter(ctx, mPullImage, uid); err != nil {
 		return "", err
 	}
@@ -261,7 +269,7 @@ func (r *Runtime) pull(ctx context.Context, image, containerName string, uid typ
 	defer r.mu.Unlock()
 	b := r.byImage[image]
 	if containerName != "" {
-		b = r.behavior(containerName, image)
+		b = r.behavior(pod, containerName, image)
 	}
 	if b.PullError != "" {
 		return "", errors.New(b.PullError)
