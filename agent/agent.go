@@ -123,6 +123,7 @@ func New(c Config) (*Agent, error) {
 		WorkQueue:      a.queue,
 		ResyncInterval: c.SyncFrequency,
 		BackOff:        c.SyncErrorBackOff,
+		Jitter:         c.Jitter,
 		Clock:          c.Clock,
 		Log:            c.Log.WithName("podworkers"),
 		Registerer:     c.Registerer,
@@ -243,6 +244,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 	})
+	// A first relist before anything reports: the node's first status then
+	// sees a healthy PLEG rather than racing its first relist, so a
+	// simulation on virtual time is reproducible.
+	if a.evented == nil {
+		_ = a.pleg.Relist(inner)
+	}
 	spawn("pleg", inner, a.runPLEG)
 	nodeErr := make(chan error, 1)
 	if a.node != nil {

@@ -129,6 +129,10 @@ type Config struct {
 	// Clock drives every timer. Default the real clock; tests use
 	// k8s.io/utils/clock/testing's FakeClock.
 	Clock Clock
+	// Jitter returns d plus up to maxFactor*d: the jitter of pod resyncs,
+	// retries and probe start. Default wait.Jitter (math/rand); a
+	// simulation passes a seeded one to be reproducible.
+	Jitter func(d time.Duration, maxFactor float64) time.Duration
 	// Log receives the agent's logs. Default logr.Discard().
 	Log logr.Logger
 	// Registerer, if set, receives the kubelet's metrics of the agent's

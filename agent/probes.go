@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -24,7 +25,12 @@ func (a *Agent) newProber() (*prober.Manager, error) {
 	if a.cfg.Recorder != nil {
 		rec = a.cfg.Recorder
 	}
+	var jitter func(time.Duration) time.Duration
+	if j := a.cfg.Jitter; j != nil {
+		jitter = func(period time.Duration) time.Duration { return j(period, 1) - period }
+	}
 	return prober.New(prober.Config{
+		Jitter:     jitter,
 		Status:     a.status,
 		Runner:     runner,
 		Recorder:   rec,

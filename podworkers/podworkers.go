@@ -48,6 +48,10 @@ type Config struct {
 	TransientBackOff time.Duration
 	// Clock stamps the lifecycle transitions. Default: the real clock.
 	Clock clock.PassiveClock
+	// Jitter returns d plus up to maxFactor*d, for the jitter of resyncs
+	// and retries. Default wait.Jitter (math/rand); a simulation passes a
+	// seeded one to be reproducible.
+	Jitter func(d time.Duration, maxFactor float64) time.Duration
 	// Log receives the workers' logs. Default: logr.Discard().
 	Log logr.Logger
 	// Registerer, if set, receives the kubelet's pod worker metrics:
@@ -66,6 +70,7 @@ type PodWorkers struct {
 	resync           time.Duration
 	backOff          time.Duration
 	transientBackOff time.Duration
+	jitter           func(time.Duration, float64) time.Duration
 	clock            clock.PassiveClock
 	log              logr.Logger
 	metrics          *workerMetrics // nil: none
@@ -104,6 +109,9 @@ func New(c Config) (*PodWorkers, error) {
 	if c.ResyncInterval < 0 || c.BackOff < 0 || c.TransientBackOff < 0 {
 		return nil, fmt.Errorf("negative interval: %w", ErrInvalidConfig)
 	}
+	if c.Jitter == nil {
+		c.Jitter = wait.Jitter
+	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
@@ -128,6 +136,7 @@ func New(c Config) (*PodWorkers, error) {
 		queue:            c.WorkQueue,
 		resync:           c.ResyncInterval,
 		backOff:          c.BackOff,
+		jitter:           c.Jitter,
 		transientBackOff: c.TransientBackOff,
 		clock:            c.Clock,
 		log:              c.Log,
@@ -414,7 +423,7 @@ func (p *PodWorkers) allowPodStart(pod *v1.Pod) (canStart, canEverStart bool) {
 		return false, false
 	}
 	if !p.allowStaticPodStart(status.fullname, pod.UID) {
-		p.queue.Enqueue(pod.UID, wait.Jitter(p.backOff, backOffJitterFactor))
+		p.queue.Enqueue(pod.UID, p.jitter(p.backOff, backOffJitterFactor))
 		return false, true
 	}
 	return true, true
@@ -727,11 +736,11 @@ func (p *PodWorkers) completeWork(uid types.UID, transition bool, err error) {
 	case transition:
 		p.queue.Enqueue(uid, 0)
 	case err == nil:
-		p.queue.Enqueue(uid, wait.Jitter(p.resync, resyncJitterFactor))
+		p.queue.Enqueue(uid, p.jitter(p.resync, resyncJitterFactor))
 	case errors.Is(err, ErrTransient):
-		p.queue.Enqueue(uid, wait.Jitter(p.transientBackOff, backOffJitterFactor))
+		p.queue.Enqueue(uid, p.jitter(p.transientBackOff, backOffJitterFactor))
 	default:
-		p.queue.Enqueue(uid, wait.Jitter(p.backOff, backOffJitterFactor))
+		p.queue.Enqueue(uid, p.jitter(p.backOff, backOffJitterFactor))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
