@@ -55,7 +55,7 @@ func statusPatch(uid types.UID, api, status *v1.PodStatus) (patch []byte, change
 	for i := range status.Conditions {
 		c := &status.Conditions[i]
 		if _, ac := findCondition(api.Conditions, c.Type); ac == nil || !eq(ac, c) {
-			conds = append(conds, c)
+			conds = append(conds, conditionPatch(ac, c))
 		}
 	}
 	for i := range api.Conditions {
@@ -76,6 +76,33 @@ func statusPatch(uid types.UID, api, status *v1.PodStatus) (patch []byte, change
 		"status":   fields,
 	})
 	return patch, err == nil, err
+}
+
+// conditionPatch is c as a merge item; a reason or message that c drops
+// is sent as null, or the merge would keep the stale one.
+func conditionPatch(api, c *v1.PodCondition) any {
+	if api == nil || (api.Reason == "" || c.Reason != "") && (api.Message == "" || c.Message != "") {
+		return c
+	}
+	m := map[string]any{"type": c.Type, "status": c.Status}
+	if !c.LastProbeTime.IsZero() {
+		m["lastProbeTime"] = c.LastProbeTime
+	}
+	if !c.LastTransitionTime.IsZero() {
+		m["lastTransitionTime"] = c.LastTransitionTime
+	}
+	if c.ObservedGeneration != 0 {
+		m["observedGeneration"] = c.ObservedGeneration
+	}
+	m["reason"], m["message"] = nilIfEmpty(c.Reason), nilIfEmpty(c.Message)
+	return m
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // replaceList is a strategic-merge list that replaces the whole list.
