@@ -52,6 +52,8 @@
 //   - objects: configMaps, secrets, services and service-account tokens
 //     behind client-go-shaped interfaces, cached or watched, for podenv and
 //     volume.
+//   - sim: a harness for controller tests: many agents on in-memory
+//     runtimes against an in-memory API store, on virtual time, seeded.
 //
 // # Deliberate differences from the kubelet
 //

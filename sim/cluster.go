@@ -1,0 +1,551 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/status"
+)
+
+// Errors of the Cluster's methods.
+var (
+	// ErrInvalidConfig is wrapped by New for an unusable Config.
+	ErrInvalidConfig = errors.New("sim: invalid config")
+	// ErrNodeExists: AddNode of a name already added.
+	ErrNodeExists = errors.New("sim: node exists")
+	// ErrClosed: the Cluster was closed.
+	ErrClosed = errors.New("sim: cluster closed")
+	// ErrNotIdle: RunFor gave up waiting for the process to go idle
+	// (Config.IdleTimeout): something runs without end, or on real time.
+	ErrNotIdle = errors.New("sim: cluster does not go idle")
+	// ErrRealClock: RunFor cannot step a clock the cluster does not own.
+	ErrRealClock = errors.New("sim: clock not stepped by the cluster")
+)
+
+// Config configures a Cluster. The zero value works: a virtual clock
+// stepped by RunFor, seed 0, a scheduler, kubelet defaults.
+type Config struct {
+	// Seed makes a run reproducible: UIDs, generated names, jitter and
+	// the runtimes' injected faults derive from it.
+	Seed uint64
+	// Clock, if set, is the time of every part and is not stepped by the
+	// cluster: inside a testing/synctest bubble pass clock.RealClock{} and
+	// let time pass with time.Sleep. Default: a virtual *Clock starting at
+	// Start that RunFor steps.
+	Clock agent.Clock
+	// Start is the virtual clock's start. Default 2030-01-01T00:00:00Z.
+	Start time.Time
+	// Agent adjusts each node's agent.Config before the agent is built;
+	// NodeName, Runtime, PodSource, StatusClient, Node and Clock are the
+	// cluster's. Default: the kubelet's defaults (relist 1s, resync 1m,
+	// crash-loop back-off 10s to 5m).
+	Agent func(*agent.Config)
+	// Runtime adjusts each node's fake.Config before its runtime is built;
+	// Clock is the cluster's. The default Seed is derived from the
+	// cluster's Seed and the node's name; PodBehavior reads the pod's
+	// annotations (see the package doc) unless set.
+	Runtime func(*fake.Config)
+	// NoScheduler leaves pods without spec.nodeName unbound. Default: a
+	// pod created without one is bound at once to the Ready,
+	// schedulable node with the fewest pods (ties: name order).
+	NoScheduler bool
+	// NodeMonitorGracePeriod is how long a node's Lease may go unrenewed
+	// before the cluster's node lifecycle controller marks it Unknown.
+	// Default 40s; checked every NodeMonitorPeriod (default 5s).
+	NodeMonitorGracePeriod, NodeMonitorPeriod time.Duration
+	// IdleTimeout bounds how long (real time) RunFor waits for the
+	// cluster to go idle between steps. Default 30s.
+	IdleTimeout time.Duration
+	// NoEventLog turns the event log (Events) off, for large clusters.
+	NoEventLog bool
+	// Log receives the agents' logs, named by node. Default logr.Discard().
+	Log logr.Logger
+}
+
+// Cluster is nodes running real nodekit agents on in-memory runtimes,
+// against an in-memory API store, on one clock. Safe for concurrent use,
+// except that RunFor is called from one goroutine at a time.
+type Cluster struct {
+	cfg   Config
+	clock agent.Clock
+	vc    *Clock // nil when Config.Clock was given
+	store *Store
+	idle  *idleProbe
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	nodes  map[string]*Node
+	counts map[string]int // pods bound per node, for the scheduler
+	// The event log: changes noted since the last flush, the logged views.
+	noLog      bool
+	log        []Event
+	dirtyPods  map[key]*v1.Pod
+	dirtyNodes map[string]*v1.Node
+	podViews   map[key]*podView
+	nodeViews  map[string]nodeView
+}
+
+// New returns a cluster without nodes; Close it to stop them.
+func New(c Config) (*Cluster, error) {
+	if c.NodeMonitorGracePeriod < 0 || c.NodeMonitorPeriod < 0 || c.IdleTimeout < 0 {
+		return nil, fmt.Errorf("negative duration: %w", ErrInvalidConfig)
+	}
+	if c.NodeMonitorGracePeriod == 0 {
+		c.NodeMonitorGracePeriod = 40 * time.Second
+	}
+	if c.NodeMonitorPeriod == 0 {
+		c.NodeMonitorPeriod = 5 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 30 * time.Second
+	}
+	if c.Start.IsZero() {
+		c.Start = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	if c.Log.GetSink() == nil {
+		c.Log = logr.Discard()
+	}
+	cl := &Cluster{cfg: c, nodes: map[string]*Node{}, counts: map[string]int{}, idle: newIdleProbe(),
+		noLog: c.NoEventLog, dirtyPods: map[key]*v1.Pod{}, dirtyNodes: map[string]*v1.Node{},
+		podViews: map[key]*podView{}, nodeViews: map[string]nodeView{}}
+	if c.Clock != nil {
+		cl.clock = c.Clock
+	} else {
+		cl.vc = NewClock(c.Start)
+		cl.clock = cl.vc
+	}
+	cl.store = newStore(cl.clock, c.Seed)
+	cl.store.onPod = cl.podChanged
+	cl.store.onNode = cl.nodeChanged
+	if !c.NoScheduler {
+		cl.store.bind = cl.schedule
+	}
+	cl.ctx, cl.stop = context.WithCancel(context.Background())
+	cl.wg.Add(1)
+	go func() {
+		defer cl.wg.Done()
+		cl.monitorNodes(cl.ctx)
+	}()
+	return cl, nil
+}
+
+// Store is the cluster's API: give its clients to the controller under
+// test.
+func (c *Cluster) Store() *Store { return c.store }
+
+// Clock is the clock of every part of the cluster.
+func (c *Cluster) Clock() agent.Clock { return c.clock }
+
+// Pods is the store's pod client of a namespace ("" for all).
+func (c *Cluster) Pods(namespace string) *PodClient { return c.store.Pods(namespace) }
+
+// Node is one simulated node: an agent on its own in-memory runtime.
+type Node struct {
+	c       *Cluster
+	name    string
+	runtime *fake.Runtime
+
+	mu     sync.Mutex
+	agent  *agent.Agent
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.name }
+
+// Runtime is the node's in-memory runtime: program behaviours or inject
+// faults with it. It survives Stop and Start.
+func (n *Node) Runtime() *fake.Runtime { return n.runtime }
+
+// Agent is the node's current agent (a new one after each Start).
+func (n *Node) Agent() *agent.Agent {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.agent
+}
+
+// AddNode registers a node and starts its agent: the Node and its Lease
+// appear in the store as the agent registers.
+func (c *Cluster) AddNode(name string) (*Node, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := c.nodes[name]; ok || name == "" {
+		return nil, fmt.Errorf("%q: %w", name, ErrNodeExists)
+	}
+	rc := fake.Config{Seed: c.cfg.Seed ^ hash(name), PodBehavior: AnnotationBehavior}
+	if c.cfg.Runtime != nil {
+		c.cfg.Runtime(&rc)
+	}
+	rc.Clock = c.clock
+	rt, err := fake.New(rc)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{c: c, name: name, runtime: rt}
+	if err := n.startLocked(); err != nil {
+		return nil, err
+	}
+	c.nodes[name] = n
+	return n, nil
+}
+
+func hash(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// startLocked builds and runs a new agent on the node's runtime.
+func (n *Node) startLocked() error {
+	c := n.c
+	ac := agent.Config{Log: c.cfg.Log.WithName(n.name)}
+	if c.cfg.Agent != nil {
+		c.cfg.Agent(&ac)
+	}
+	ac.NodeName, ac.Runtime, ac.Clock = n.name, n.runtime, c.clock
+	ac.PodSource = c.store.Pods("")
+	ac.StatusClient = func(ns string) status.PodClient { return c.store.Pods(ns) }
+	ac.Jitter = c.jitter(n.name)
+	nc := &node.Config{}
+	if ac.Node != nil {
+		nc = ac.Node
+	}
+	nc.Nodes, nc.Leases = c.store.Nodes(), c.store.Leases(v1.NamespaceNodeLease)
+	if nc.Capacity == nil {
+		nc.Capacity = v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("16Gi"),
+			v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+		}
+	}
+	if len(nc.Addresses) == 0 {
+		nc.Addresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: n.name}}
+	}
+	ac.Node = nc
+	a, err := agent.New(ac)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	done := make(chan struct{})
+	n.mu.Lock()
+	n.agent, n.cancel, n.done = a, cancel, done
+	n.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(done)
+		if err := a.Run(ctx); err != nil {
+			c.cfg.Log.Error(err, "Agent stopped", "node", n.name)
+		}
+	}()
+	return nil
+}
+
+// Stop stops the node's agent as a crash would: its pods keep running on
+// the runtime, its Lease is no longer renewed, so the node lifecycle
+// controller marks the Node Unknown after NodeMonitorGracePeriod. It
+// returns once the agent has returned.
+func (n *Node) Stop() {
+	n.mu.Lock()
+	cancel, done := n.cancel, n.done
+	n.cancel = nil
+	n.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// Start restarts a stopped node's agent on the same runtime, as a kubelet
+// restart: it finds its pods running and adopts them.
+func (n *Node) Start() error {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	if n.c.closed {
+		return ErrClosed
+	}
+	n.mu.Lock()
+	running := n.cancel != nil
+	n.mu.Unlock()
+	if running {
+		return nil
+	}
+	return n.startLocked()
+}
+
+// Node returns the named node, or nil.
+func (c *Cluster) Node(name string) *Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[name]
+}
+
+// Nodes returns the nodes in name order.
+func (c *Cluster) Nodes() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Node, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// CreatePod creates a pod in the store (see PodClient.Create).
+func (c *Cluster) CreatePod(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
+	return c.Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+}
+
+// DeletePod deletes a pod gracefully, as kubectl delete does.
+func (c *Cluster) DeletePod(ctx context.Context, namespace, name string) error {
+	return c.store.Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+// Pod returns a copy of a stored pod.
+func (c *Cluster) Pod(namespace, name string) (*v1.Pod, error) {
+	return c.store.getPod(nsOrDefault(namespace), name)
+}
+
+// ListPods returns every stored pod, by namespace and name.
+func (c *Cluster) ListPods() []*v1.Pod {
+	l, _ := c.store.listPods("", metav1.ListOptions{})
+	out := make([]*v1.Pod, len(l.Items))
+	for i := range l.Items {
+		out[i] = &l.Items[i]
+	}
+	return out
+}
+
+// Close stops every node (their pods are left on the runtimes) and the
+// cluster's own loops, and returns once all have returned.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.stop()
+	c.wg.Wait()
+}
+
+// settle waits until idle, then logs what changed.
+func (c *Cluster) settle(ctx context.Context) error {
+	if !c.idle.wait(ctx, c.cfg.IdleTimeout) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return ErrNotIdle
+	}
+	c.mu.Lock()
+	c.flushLocked()
+	c.mu.Unlock()
+	return nil
+}
+
+// RunFor lets d of virtual time pass: each time every goroutine of the
+// process is blocked it moves the clock to the next timer (or to the end)
+// and fires it. It needs the cluster's own virtual clock.
+func (c *Cluster) RunFor(ctx context.Context, d time.Duration) error {
+	if c.vc == nil {
+		return ErrRealClock
+	}
+	end := c.vc.Now().Add(d)
+	for {
+		if err := c.settle(ctx); err != nil {
+			return err
+		}
+		next, ok := c.vc.next()
+		if !ok || next.After(end) {
+			c.vc.advance(end)
+			return c.settle(ctx)
+		}
+		c.vc.advance(next)
+	}
+}
+
+// Settle waits, without moving the clock, until the cluster is idle.
+func (c *Cluster) Settle(ctx context.Context) error { return c.settle(ctx) }
+
+// RunUntil steps the clock as RunFor does until cond holds (checked while
+// the cluster is idle) or limit of virtual time has passed; it returns
+// ErrTimeout then.
+func (c *Cluster) RunUntil(ctx context.Context, limit time.Duration, cond func() bool) error {
+	if c.vc == nil {
+		return ErrRealClock
+	}
+	end := c.vc.Now().Add(limit)
+	for {
+		if err := c.settle(ctx); err != nil {
+			return err
+		}
+		if cond() {
+			return nil
+		}
+		next, ok := c.vc.next()
+		if !ok || next.After(end) {
+			return fmt.Errorf("sim: condition not met after %v: %w", limit, ErrTimeout)
+		}
+		c.vc.advance(next)
+	}
+}
+
+// ErrTimeout: RunUntil's condition did not hold within its limit.
+var ErrTimeout = errors.New("sim: timeout")
+
+// jitter is the agents' jitter: reproducible from the seed, the node and
+// the instant, whatever order concurrent callers come in.
+func (c *Cluster) jitter(nodeName string) func(d time.Duration, maxFactor float64) time.Duration {
+	base := c.cfg.Seed ^ hash(nodeName)
+	return func(d time.Duration, maxFactor float64) time.Duration {
+		if maxFactor <= 0 {
+			maxFactor = 1
+		}
+		x := base ^ uint64(c.clock.Now().UnixNano()) ^ uint64(d)
+		x ^= x >> 33
+		x *= 0xff51afd7ed558ccd
+		x ^= x >> 33
+		f := float64(x>>11) / (1 << 53)
+		return d + time.Duration(f*maxFactor*float64(d))
+	}
+}
+
+// schedule picks a node for a new pod: Ready and schedulable, fewest pods,
+// then name order; "" if none. The store's lock is held.
+func (c *Cluster) schedule(p *v1.Pod) string {
+	best, bestN := "", 0
+	for name, n := range c.store.nodes {
+		if n.Spec.Unschedulable || !nodeReady(n) {
+			continue
+		}
+		k := c.countLocked(name)
+		if best == "" || k < bestN || (k == bestN && name < best) {
+			best, bestN = name, k
+		}
+	}
+	return best
+}
+
+func (c *Cluster) countLocked(node string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[node]
+}
+
+func nodeReady(n *v1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == v1.NodeReady {
+			return cond.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// monitorNodes is the node lifecycle controller's health check: a Node
+// whose Lease was not renewed within NodeMonitorGracePeriod gets its
+// conditions set to Unknown ("Kubelet stopped posting node status."), the
+// unreachable taint, and its pods' Ready condition set to False.
+func (c *Cluster) monitorNodes(ctx context.Context) {
+	t := c.clock.NewTicker(c.cfg.NodeMonitorPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		c.checkNodes()
+	}
+}
+
+func (c *Cluster) checkNodes() {
+	now := c.clock.Now()
+	s := c.store
+	for _, n := range s.listNodes() {
+		l, err := s.getLease(v1.NamespaceNodeLease, n.Name)
+		var renewed time.Time
+		if err == nil && l.Spec.RenewTime != nil {
+			renewed = l.Spec.RenewTime.Time
+		}
+		if ready := readyCondition(n); ready != nil && ready.LastHeartbeatTime.After(renewed) {
+			renewed = ready.LastHeartbeatTime.Time
+		}
+		if renewed.IsZero() || now.Sub(renewed) <= c.cfg.NodeMonitorGracePeriod {
+			continue
+		}
+		if ready := readyCondition(n); ready != nil && ready.Status == v1.ConditionUnknown {
+			continue
+		}
+		c.markUnknown(n, now)
+	}
+}
+
+func readyCondition(n *v1.Node) *v1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == v1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// UnreachableTaint is what the node lifecycle controller puts on a Node
+// whose kubelet stopped posting status.
+var UnreachableTaint = v1.Taint{Key: v1.TaintNodeUnreachable, Effect: v1.TaintEffectNoExecute}
+
+func (c *Cluster) markUnknown(n *v1.Node, now time.Time) {
+	s := c.store
+	t := metav1.NewTime(now)
+	for i := range n.Status.Conditions {
+		cond := &n.Status.Conditions[i]
+		if cond.Status == v1.ConditionUnknown {
+			continue
+		}
+		cond.Status, cond.Reason, cond.Message = v1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status."
+		cond.LastTransitionTime = t
+	}
+	if _, err := s.updateNode(n, true); err != nil {
+		return // changed meanwhile: next round
+	}
+	if cur, err := s.getNode(n.Name); err == nil {
+		taint := UnreachableTaint
+		taint.TimeAdded = &t
+		has := false
+		for _, tt := range cur.Spec.Taints {
+			has = has || tt.Key == taint.Key
+		}
+		if !has {
+			cur.Spec.Taints = append(cur.Spec.Taints, taint)
+			_, _ = s.updateNode(cur, false)
+		}
+	}
+	// MarkPodsNotReady.
+	l, _ := s.listPods("", metav1.ListOptions{})
+	for i := range l.Items {
+		p := &l.Items[i]
+		if p.Spec.NodeName != n.Name {
+			continue
+		}
+		patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":"False","lastTransitionTime":%q}]}}`, t.UTC().Format(time.RFC3339))
+		_, _ = s.patchPodStatus(p.Namespace, p.Name, "application/strategic-merge-patch+json", []byte(patch))
+	}
+}

@@ -1,0 +1,62 @@
+// Package sim is a harness for controller tests: a cluster of nodes in one
+// process, each a real nodekit agent (podconfig, syncloop, podworkers,
+// pleg, status, prober, node heartbeats) on its own in-memory runtime
+// (runtime/fake), all against an in-memory API store and on one clock, so
+// that an hour of cluster life runs in a fraction of a second and the same
+// seed gives the same run.
+//
+// Where it sits: the Store plays the apiserver. Its clients have the method
+// sets of client-go's typed clients (Pods, Nodes, Leases); the agents list
+// and watch their pods through it, patch statuses, delete pods they have
+// stopped and renew their Leases, and the controller under test reads and
+// writes the same Store. The Store assigns UIDs, resourceVersions and
+// creationTimestamps, applies the pod defaults nodekit relies on, and
+// deletes gracefully: a bound, running pod gets deletionTimestamp and
+// deletionGracePeriodSeconds and stays until its agent has stopped it. The
+// Cluster adds what the control plane would: a scheduler (a pod without
+// spec.nodeName goes to the Ready node with the fewest pods) and the node
+// lifecycle controller's health check (a Lease unrenewed for 40s makes the
+// Node's conditions Unknown, taints it unreachable and its pods not Ready).
+//
+//	cl, _ := sim.New(sim.Config{Seed: 1})
+//	defer cl.Close()
+//	cl.AddNode("node-a")
+//	cl.CreatePod(ctx, pod)                 // or cl.Pods("default").Create(...)
+//	cl.RunFor(ctx, time.Hour)              // virtual: well under a second
+//	p, _ := cl.Pod("default", pod.Name)    // status as the agent wrote it
+//	for _, e := range cl.Events() { ... }  // "00:00:11 Pod default/web phase Running"
+//
+// Virtual time, two ways. By default the cluster owns a virtual Clock:
+// RunFor, RunUntil and Settle wait until no goroutine of the process can
+// run (runtime/metrics' scheduler counts), then jump the clock to the next
+// timer and fire it, so a test never sleeps; goroutines of the test itself
+// (a controller's loops) take part as long as they wait on channels, locks
+// or the cluster's Clock, never on real time. Inside a testing/synctest
+// bubble, pass Config.Clock: clock.RealClock{} instead; the bubble makes
+// real time virtual and time.Sleep(time.Hour) runs the cluster for an hour.
+//
+// Pods are scripted per pod with annotations (StartDelayAnnotation,
+// ExitAnnotation, ReadyAfterAnnotation with an exec readiness probe,
+// PullErrorAnnotation), per image or container name through
+// Node.Runtime().SetImageBehavior, or by any Go func as
+// fake.Config.PodBehavior (Config.Runtime). Config.Runtime also sets each
+// runtime's seeded fault injection (FailureRates); Node.Stop and
+// Node.Start crash and restart an agent with its pods kept.
+//
+// Reproducibility: UIDs, generated names, the agents' jitter and the
+// runtimes' faults derive from Config.Seed, and the event log records the
+// store's state each time the cluster is idle, in a stable order, so two
+// runs of a scenario give the same log. What concurrent goroutines do in
+// the same virtual instant may differ between runs (container IDs, pod
+// IPs, which of two pods syncs first, the draws of injected faults); the
+// log shows only what a controller could observe once the instant is over.
+//
+// Where it differs from a cluster: no admission, validation or defaulting
+// beyond the pod fields named above; the scheduler only balances pod
+// counts; the node lifecycle controller does not evict; Patch supports the
+// status subresource's strategic merge patches only; watches replay the
+// last 4096 pod events and answer 410 Gone beyond; Nodes and Leases have
+// no watch; httpGet, tcpSocket and grpc probes would reach the network,
+// so scripted readiness uses exec probes. Beyond one process, shard nodes
+// across processes against a real kube-apiserver (what e2e builds).
+package sim

@@ -1,0 +1,206 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Event is one observed change of the store: a pod's phase, readiness,
+// container states and restarts, its deletion; a Node's registration and
+// readiness. With the cluster's virtual clock, changes are observed each
+// time the cluster is idle, so a run's log holds what the controller
+// under test could see and is the same for the same seed and scenario.
+type Event struct {
+	// Time is the virtual time of the change.
+	Time time.Time
+	// Kind is "Pod" or "Node".
+	Kind string
+	// Object is namespace/name for pods, the name for Nodes.
+	Object string
+	// What changed, e.g. "phase Running", "app restarts 2", "app waiting
+	// CrashLoopBackOff", "ready True", "deleting 30s", "deleted".
+	What string
+}
+
+// String is the event relative to start, for logs and golden files.
+func (e Event) String() string { return fmt.Sprintf("%s %s", e.Time.Format(time.TimeOnly), e.key()) }
+
+func (e Event) key() string { return e.Kind + " " + e.Object + " " + e.What }
+
+// podView is what the log compares of a pod.
+type podView struct {
+	node, phase, ready string
+	deleting           bool
+	containers         map[string]ctrView
+}
+
+type ctrView struct {
+	state    string
+	restarts int32
+}
+
+func viewOf(p *v1.Pod) *podView {
+	pv := &podView{node: p.Spec.NodeName, phase: string(p.Status.Phase), deleting: p.DeletionTimestamp != nil,
+		containers: map[string]ctrView{}}
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			pv.ready = string(c.Status)
+		}
+	}
+	for _, list := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range list {
+			st := ""
+			switch {
+			case cs.State.Running != nil:
+				st = "running"
+			case cs.State.Terminated != nil:
+				st = "terminated " + cs.State.Terminated.Reason + " (" + strconv.Itoa(int(cs.State.Terminated.ExitCode)) + ")"
+			case cs.State.Waiting != nil:
+				st = "waiting " + cs.State.Waiting.Reason
+			}
+			pv.containers[cs.Name] = ctrView{state: st, restarts: cs.RestartCount}
+		}
+	}
+	return pv
+}
+
+// diffPod appends what changed from a to b (either may be nil).
+func diffPod(out []string, a, b *podView) []string {
+	switch {
+	case b == nil:
+		return append(out, "deleted")
+	case a == nil:
+		out = append(out, "created")
+		a = &podView{containers: map[string]ctrView{}}
+	}
+	if a.node != b.node {
+		out = append(out, "bound "+b.node)
+	}
+	if a.phase != b.phase {
+		out = append(out, "phase "+b.phase)
+	}
+	if a.ready != b.ready && b.ready != "" {
+		out = append(out, "ready "+b.ready)
+	}
+	if !a.deleting && b.deleting {
+		out = append(out, "deleting")
+	}
+	names := make([]string, 0, len(b.containers))
+	for n := range b.containers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ac, bc := a.containers[n], b.containers[n]
+		if bc.restarts != ac.restarts {
+			out = append(out, fmt.Sprintf("%s restarts %d", n, bc.restarts))
+		}
+		if bc.state != ac.state {
+			out = append(out, n+" "+bc.state)
+		}
+	}
+	return out
+}
+
+type nodeView struct{ ready string }
+
+// podChanged and nodeChanged note a changed object (under the store's
+// lock); the change is logged at the next flush.
+func (c *Cluster) podChanged(old, p *v1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := key{}
+	if p != nil {
+		k = key{p.Namespace, p.Name}
+	} else {
+		k = key{old.Namespace, old.Name}
+	}
+	if (old == nil || old.Spec.NodeName == "") && p != nil && p.Spec.NodeName != "" {
+		c.counts[p.Spec.NodeName]++ // bound
+	}
+	if old != nil && p == nil && old.Spec.NodeName != "" {
+		c.counts[old.Spec.NodeName]--
+	}
+	if c.noLog {
+		return
+	}
+	c.dirtyPods[k] = p
+	if c.vc == nil {
+		c.flushLocked()
+	}
+}
+
+func (c *Cluster) nodeChanged(_, n *v1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.noLog {
+		return
+	}
+	c.dirtyNodes[n.Name] = n
+	if c.vc == nil {
+		c.flushLocked()
+	}
+}
+
+// flushLocked logs the changes noted since the last flush, in a stable
+// order; c.mu is held.
+func (c *Cluster) flushLocked() {
+	if len(c.dirtyPods) == 0 && len(c.dirtyNodes) == 0 {
+		return
+	}
+	now := c.clock.Now()
+	var evs []Event
+	for name, n := range c.dirtyNodes {
+		ready := ""
+		if r := readyCondition(n); r != nil {
+			ready = string(r.Status)
+		}
+		old, seen := c.nodeViews[name]
+		if !seen {
+			evs = append(evs, Event{Time: now, Kind: "Node", Object: name, What: "registered"})
+		}
+		if ready != old.ready && ready != "" {
+			evs = append(evs, Event{Time: now, Kind: "Node", Object: name, What: "ready " + ready})
+		}
+		c.nodeViews[name] = nodeView{ready: ready}
+	}
+	for k, p := range c.dirtyPods {
+		var b *podView
+		if p != nil {
+			b = viewOf(p)
+		}
+		a := c.podViews[k]
+		if a == nil && b == nil {
+			continue
+		}
+		for _, w := range diffPod(nil, a, b) {
+			evs = append(evs, Event{Time: now, Kind: "Pod", Object: k.namespace + "/" + k.name, What: w})
+		}
+		if b == nil {
+			delete(c.podViews, k)
+		} else {
+			c.podViews[k] = b
+		}
+	}
+	clear(c.dirtyPods)
+	clear(c.dirtyNodes)
+	sort.SliceStable(evs, func(i, j int) bool {
+		if evs[i].Kind != evs[j].Kind {
+			return evs[i].Kind > evs[j].Kind // Pods, then Nodes
+		}
+		return evs[i].Object < evs[j].Object
+	})
+	c.log = append(c.log, evs...)
+}
+
+// Events returns the log so far (see Event).
+func (c *Cluster) Events() []Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flushLocked()
+	return append([]Event(nil), c.log...)
+}

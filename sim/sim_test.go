@@ -1,0 +1,440 @@
+package sim_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/sim"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newCluster(t *testing.T, c sim.Config, nodes ...string) *sim.Cluster {
+	t.Helper()
+	cl, err := sim.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	for _, n := range nodes {
+		if _, err := cl.AddNode(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cl
+}
+
+func pod(name string, ann map[string]string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "app:1"}}},
+	}
+}
+
+func create(t *testing.T, cl *sim.Cluster, p *v1.Pod) *v1.Pod {
+	t.Helper()
+	out, err := cl.CreatePod(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func run(t *testing.T, cl *sim.Cluster, d time.Duration) {
+	t.Helper()
+	if err := cl.RunFor(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func get(t *testing.T, cl *sim.Cluster, name string) *v1.Pod {
+	t.Helper()
+	p, err := cl.Pod("default", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func podReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// scenario runs a mixed hour on three nodes and returns its event log.
+func scenario(t *testing.T, seed uint64) []string {
+	cl := newCluster(t, sim.Config{Seed: seed}, "n1", "n2", "n3")
+	run(t, cl, time.Second)
+	create(t, cl, pod("web", nil))
+	create(t, cl, pod("crash", map[string]string{sim.ExitAnnotation: "3s:1"}))
+	job := pod("job", map[string]string{sim.ExitAnnotation: "90s:0"})
+	job.Spec.RestartPolicy = v1.RestartPolicyNever
+	create(t, cl, job)
+	create(t, cl, pod("nopull", map[string]string{sim.PullErrorAnnotation: "not found"}))
+	slow := pod("slow", map[string]string{sim.StartDelayAnnotation: "20s", sim.ReadyAfterAnnotation: "30s"})
+	slow.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"ready"}}}, PeriodSeconds: 5}
+	create(t, cl, slow)
+	run(t, cl, 5*time.Minute)
+	if err := cl.DeletePod(context.Background(), "default", "web"); err != nil {
+		t.Fatal(err)
+	}
+	cl.Node("n3").Stop()
+	run(t, cl, 2*time.Minute)
+	if err := cl.Node("n3").Start(); err != nil {
+		t.Fatal(err)
+	}
+	run(t, cl, 53*time.Minute)
+	var out []string
+	for _, e := range cl.Events() {
+		out = append(out, e.String())
+	}
+	return out
+}
+
+func TestSameSeedGivesTheSameEventLog(t *testing.T) {
+	a := scenario(t, 42)
+	b := scenario(t, 42)
+	if !slices.Equal(a, b) {
+		for i := range min(len(a), len(b)) {
+			if a[i] != b[i] {
+				t.Fatalf("logs differ at event %d of %d/%d:\n%s\n%s", i, len(a), len(b), a[i], b[i])
+			}
+		}
+		t.Fatalf("logs differ in length: %d and %d", len(a), len(b))
+	}
+	if len(a) < 50 {
+		t.Fatalf("only %d events: %q", len(a), a)
+	}
+	for _, want := range []string{"Pod default/job phase Succeeded", "Pod default/nopull app waiting ImagePullBackOff",
+		"Pod default/web deleted", "Node n3 ready Unknown", "Pod default/crash app waiting CrashLoopBackOff"} {
+		if !slices.ContainsFunc(a, func(s string) bool { return strings.HasSuffix(s, want) }) {
+			t.Errorf("no %q in the log", want)
+		}
+	}
+}
+
+// The kubelet's crash-loop back-off on virtual time: the first restart is
+// immediate, then 10s, 20s, 40s ... capped at 5m, each seen one relist
+// (1s) after the exit.
+func TestCrashLoopBackOffIntervalsAreExact(t *testing.T) {
+	cl := newCluster(t, sim.Config{}, "n1")
+	run(t, cl, time.Second)
+	create(t, cl, pod("crash", map[string]string{sim.ExitAnnotation: "0s:1"}))
+	var starts []time.Time
+	var backoffs []string
+	err := cl.RunUntil(context.Background(), 30*time.Minute, func() bool {
+		p := get(t, cl, "crash")
+		if len(p.Status.ContainerStatuses) == 1 {
+			cs := p.Status.ContainerStatuses[0]
+			if last := cs.LastTerminationState.Terminated; last != nil && (len(starts) == 0 || !starts[len(starts)-1].Equal(last.StartedAt.Time)) {
+				starts = append(starts, last.StartedAt.Time)
+			}
+			if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
+				b, _, _ := strings.Cut(strings.TrimPrefix(w.Message, "back-off "), " ")
+				if len(backoffs) == 0 || backoffs[len(backoffs)-1] != b {
+					backoffs = append(backoffs, b)
+				}
+			}
+		}
+		return len(starts) == 10
+	})
+	if err != nil {
+		t.Fatal(err, starts)
+	}
+	var gaps []time.Duration
+	for i := 1; i < len(starts); i++ {
+		gaps = append(gaps, starts[i].Sub(starts[i-1]))
+	}
+	s := time.Second
+	wantGaps := []time.Duration{1 * s, 11 * s, 21 * s, 41 * s, 81 * s, 161 * s, 301 * s, 301 * s, 301 * s}
+	if !slices.Equal(gaps, wantGaps) {
+		t.Errorf("gaps between starts %v, want %v", gaps, wantGaps)
+	}
+	wantBackoffs := []string{"10s", "20s", "40s", "1m20s", "2m40s", "5m0s"}
+	if !slices.Equal(backoffs, wantBackoffs) {
+		t.Errorf("back-offs %v, want %v", backoffs, wantBackoffs)
+	}
+}
+
+// Deletion as the apiserver and kubelet do it: the pod is marked, its
+// containers get their grace period, the agent deletes it when stopped.
+func TestGracefulDeletion(t *testing.T) {
+	cl := newCluster(t, sim.Config{}, "n1")
+	cl.Node("n1").Runtime().SetImageBehavior("stubborn:1", fake.Behavior{IgnoreTERM: true})
+	run(t, cl, time.Second)
+	p := pod("stubborn", nil)
+	p.Spec.Containers[0].Image = "stubborn:1"
+	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](20)
+	create(t, cl, p)
+	run(t, cl, 10*time.Second)
+	if err := cl.DeletePod(context.Background(), "default", "stubborn"); err != nil {
+		t.Fatal(err)
+	}
+	got := get(t, cl, "stubborn")
+	if got.DeletionTimestamp == nil || ptr.Deref(got.DeletionGracePeriodSeconds, -1) != 20 {
+		t.Fatalf("after delete: deletionTimestamp %v, grace %v; want set, 20", got.DeletionTimestamp, got.DeletionGracePeriodSeconds)
+	}
+	if want := cl.Clock().Now().Add(20 * time.Second).Truncate(time.Second); !got.DeletionTimestamp.Time.Equal(want) {
+		t.Errorf("deletionTimestamp %v, want now+20s %v", got.DeletionTimestamp.Time, want)
+	}
+	run(t, cl, 19*time.Second)
+	if _, err := cl.Pod("default", "stubborn"); err != nil {
+		t.Fatalf("pod gone before its grace period ended: %v", err)
+	}
+	run(t, cl, 3*time.Second)
+	if _, err := cl.Pod("default", "stubborn"); err == nil {
+		t.Fatal("pod still stored 22s after a 20s graceful deletion")
+	}
+	kills := cl.Node("n1").Runtime().Kills()
+	if len(kills) != 1 || kills[0].GracePeriod != 20 || !kills[0].Forced {
+		t.Fatalf("kills %+v, want one forced after 20s", kills)
+	}
+
+	// A pod that stops on TERM goes at once; an unbound one at once too.
+	create(t, cl, pod("quick", nil))
+	run(t, cl, 5*time.Second)
+	if err := cl.DeletePod(context.Background(), "default", "quick"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, cl, 2*time.Second)
+	if _, err := cl.Pod("default", "quick"); err == nil {
+		t.Fatal("a pod that stops on TERM is still stored 2s after its deletion")
+	}
+	if err := cl.DeletePod(context.Background(), "default", "quick"); err == nil {
+		t.Fatal("deleting a deleted pod succeeded")
+	}
+}
+
+// The agents write statuses back to the store: pods, Nodes and Leases.
+func TestStatusesAreWrittenToTheStore(t *testing.T) {
+	cl := newCluster(t, sim.Config{}, "n1")
+	run(t, cl, time.Second)
+	created := create(t, cl, pod("web", nil))
+	if created.UID == "" || created.ResourceVersion == "" || created.CreationTimestamp.IsZero() || created.Status.Phase != v1.PodPending {
+		t.Fatalf("created pod lacks the apiserver's fields: %+v", created.ObjectMeta)
+	}
+	run(t, cl, 5*time.Second)
+	p := get(t, cl, "web")
+	if p.Status.Phase != v1.PodRunning || !podReady(p) || p.Status.PodIP == "" || p.Status.StartTime == nil ||
+		len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+		t.Fatalf("stored status %+v", p.Status)
+	}
+	if p.Spec.NodeName != "n1" || p.UID != created.UID || p.ResourceVersion == created.ResourceVersion {
+		t.Fatalf("pod %s on %q uid %s rv %s", p.Name, p.Spec.NodeName, p.UID, p.ResourceVersion)
+	}
+	n, err := cl.Store().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := readyOf(n); r != v1.ConditionTrue {
+		t.Fatalf("node Ready %s", r)
+	}
+	l1, err := cl.Store().Leases(v1.NamespaceNodeLease).Get(context.Background(), "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, cl, 10*time.Second)
+	l2, _ := cl.Store().Leases(v1.NamespaceNodeLease).Get(context.Background(), "n1", metav1.GetOptions{})
+	if got := l2.Spec.RenewTime.Sub(l1.Spec.RenewTime.Time); got != 10*time.Second {
+		t.Fatalf("lease renewed after %v, want 10s", got)
+	}
+}
+
+func readyOf(n *v1.Node) v1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func TestPodScripts(t *testing.T) {
+	readiness := &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"ready"}}}, PeriodSeconds: 1}
+	tests := []struct {
+		name   string
+		ann    map[string]string
+		policy v1.RestartPolicy
+		probe  *v1.Probe
+		// at is when check must first hold (virtual time after creation),
+		// check must not hold a second before.
+		at    time.Duration
+		check func(p *v1.Pod) bool
+	}{
+		{"start delay holds the container in ContainerCreating", map[string]string{sim.StartDelayAnnotation: "30s"}, "", nil, 31 * time.Second,
+			func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning }},
+		{"a container that exits 0 completes a Never pod", map[string]string{sim.ExitAnnotation: "app=1m:0"}, v1.RestartPolicyNever, nil, 61 * time.Second,
+			func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded }},
+		{"a container that exits 2 fails a Never pod", map[string]string{sim.ExitAnnotation: "1m:2"}, v1.RestartPolicyNever, nil, 61 * time.Second,
+			func(p *v1.Pod) bool {
+				return p.Status.Phase == v1.PodFailed && p.Status.ContainerStatuses[0].State.Terminated.ExitCode == 2
+			}},
+		{"an image that cannot be pulled", map[string]string{sim.PullErrorAnnotation: "manifest unknown"}, "", nil, time.Second,
+			func(p *v1.Pod) bool {
+				w := p.Status.ContainerStatuses[0].State.Waiting
+				return w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff")
+			}},
+		{"readiness after a delay through the exec probe", map[string]string{sim.ReadyAfterAnnotation: "20s"}, "", readiness, 20 * time.Second,
+			podReady},
+		{"a bad annotation is a config error", map[string]string{sim.ExitAnnotation: "soon"}, "", nil, time.Second,
+			func(p *v1.Pod) bool {
+				w := p.Status.ContainerStatuses[0].State.Waiting
+				return w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, sim.ExitAnnotation)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cl := newCluster(t, sim.Config{}, "n1")
+			run(t, cl, time.Second)
+			p := pod("p", tt.ann)
+			p.Spec.RestartPolicy = tt.policy
+			p.Spec.Containers[0].ReadinessProbe = tt.probe
+			create(t, cl, p)
+			check := func() bool {
+				p := get(t, cl, "p")
+				return len(p.Status.ContainerStatuses) == 1 && tt.check(p)
+			}
+			run(t, cl, tt.at-time.Second)
+			if check() {
+				t.Fatalf("holds already %v after creation: %+v", tt.at-time.Second, get(t, cl, "p").Status)
+			}
+			run(t, cl, time.Second)
+			if !check() {
+				t.Fatalf("does not hold %v after creation: %+v", tt.at, get(t, cl, "p").Status)
+			}
+		})
+	}
+}
+
+// A stopped agent's lease runs out: the node lifecycle controller marks the
+// Node Unknown, taints it and its pods not Ready. Restarted, the agent
+// finds its pods still running.
+func TestNodeFailureAndRestart(t *testing.T) {
+	cl := newCluster(t, sim.Config{}, "n1", "n2")
+	run(t, cl, time.Second)
+	create(t, cl, pod("a", nil)) // n1: names break the tie
+	run(t, cl, 5*time.Second)
+	before := get(t, cl, "a")
+	if before.Spec.NodeName != "n1" || !podReady(before) {
+		t.Fatalf("pod on %s ready %v", before.Spec.NodeName, podReady(before))
+	}
+	n1 := cl.Node("n1")
+	n1.Stop()
+	nodeReady := func() v1.ConditionStatus {
+		n, _ := cl.Store().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+		return readyOf(n)
+	}
+	run(t, cl, 30*time.Second)
+	if r := nodeReady(); r != v1.ConditionTrue {
+		t.Fatalf("Ready %s 30s after the agent stopped, want still True", r)
+	}
+	run(t, cl, 30*time.Second)
+	if r := nodeReady(); r != v1.ConditionUnknown {
+		t.Fatalf("Ready %s 60s after the agent stopped, want Unknown", r)
+	}
+	n, _ := cl.Store().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if !slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == v1.TaintNodeUnreachable }) {
+		t.Errorf("no unreachable taint: %v", n.Spec.Taints)
+	}
+	if podReady(get(t, cl, "a")) {
+		t.Error("pod of an unknown node still Ready")
+	}
+	if err := n1.Start(); err != nil {
+		t.Fatal(err)
+	}
+	run(t, cl, 15*time.Second)
+	if r := nodeReady(); r != v1.ConditionTrue {
+		t.Fatalf("Ready %s after restart", r)
+	}
+	after := get(t, cl, "a")
+	if !podReady(after) || after.Status.ContainerStatuses[0].RestartCount != 0 ||
+		after.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID {
+		t.Fatalf("pod after node restart: ready %v, %+v", podReady(after), after.Status.ContainerStatuses[0])
+	}
+}
+
+// The runtimes' seeded faults: starts fail often, pods get there anyway.
+func TestInjectedFaultsAreRetried(t *testing.T) {
+	cl := newCluster(t, sim.Config{Seed: 7, Runtime: func(c *fake.Config) {
+		c.FailureRates = map[string]float64{"StartContainer": 0.5, "CreatePodSandbox": 0.3}
+	}}, "n1", "n2")
+	run(t, cl, time.Second)
+	for i := range 6 {
+		create(t, cl, pod(fmt.Sprintf("p%d", i), nil))
+	}
+	err := cl.RunUntil(context.Background(), 10*time.Minute, func() bool {
+		for _, p := range cl.ListPods() {
+			if p.Status.Phase != v1.PodRunning {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.Node("n1").Runtime().CallCount("StartContainer") <= 3 {
+		t.Error("no start was retried")
+	}
+}
+
+func TestBadRequestsAreRejected(t *testing.T) {
+	cl := newCluster(t, sim.Config{}, "n1")
+	ctx := context.Background()
+	if _, err := cl.AddNode("n1"); !errors.Is(err, sim.ErrNodeExists) {
+		t.Errorf("second n1: %v", err)
+	}
+	if _, err := sim.New(sim.Config{IdleTimeout: -1}); !errors.Is(err, sim.ErrInvalidConfig) {
+		t.Errorf("negative IdleTimeout: %v", err)
+	}
+	if _, err := cl.CreatePod(ctx, &v1.Pod{}); err == nil {
+		t.Error("pod without a name created")
+	}
+	create(t, cl, pod("x", nil))
+	if _, err := cl.CreatePod(ctx, pod("x", nil)); err == nil {
+		t.Error("pod created twice")
+	}
+	if _, err := cl.Pods("default").Patch(ctx, "x", "application/json-patch+json", []byte(`[]`), metav1.PatchOptions{}, "status"); err == nil {
+		t.Error("JSON patch accepted")
+	}
+	rc, err := sim.New(sim.Config{Clock: clock.RealClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if err := rc.RunFor(ctx, time.Second); !errors.Is(err, sim.ErrRealClock) {
+		t.Errorf("RunFor on a real clock: %v", err)
+	}
+}
+
+func TestHourOfThreeCrashLoopingNodes(t *testing.T) {
+	cl := newCluster(t, sim.Config{Seed: 1}, "n1", "n2", "n3")
+	run(t, cl, time.Second)
+	for i := range 9 {
+		create(t, cl, pod(fmt.Sprintf("p%d", i), map[string]string{sim.ExitAnnotation: "5s:1"}))
+	}
+	start := time.Now()
+	run(t, cl, time.Hour)
+	t.Logf("one virtual hour of 3 nodes with 9 crash-looping pods: %v real", time.Since(start))
+	for _, p := range cl.ListPods() {
+		if got := p.Status.ContainerStatuses[0].RestartCount; got < 10 {
+			t.Errorf("%s restarted %d times in an hour", p.Name, got)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package sim
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+)
+
+// podWatch is one watch: events are queued without bound (a store write
+// never waits for a reader) and a goroutine hands them to the reader.
+type podWatch struct {
+	s      *Store
+	ns     string
+	ls     labels.Selector
+	fs     fields.Selector
+	out    chan watch.Event
+	done   chan struct{}
+	stop   sync.Once
+	mu     sync.Mutex
+	queue  []watch.Event
+	wake   chan struct{}
+	timer  clock.Timer
+	closed bool
+}
+
+// watchPods starts a watch; s.mu is not held.
+func (s *Store) watchPods(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	ls, fs, err := selectors(opts)
+	if err != nil {
+		return nil, err
+	}
+	w := &podWatch{s: s, ns: ns, ls: ls, fs: fs, out: make(chan watch.Event), done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	s.mu.Lock()
+	if rv := opts.ResourceVersion; rv != "" && rv != "0" {
+		from, err := strconv.ParseUint(rv, 10, 64)
+		if err != nil {
+			s.mu.Unlock()
+			return nil, apierrors.NewBadRequest("invalid resourceVersion " + rv)
+		}
+		if !s.replayLocked(w, from) {
+			s.mu.Unlock()
+			return nil, apierrors.NewResourceExpired("too old resource version: " + rv)
+		}
+	}
+	s.watchers[w] = struct{}{}
+	s.mu.Unlock()
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
+		if c, ok := s.clock.(clock.WithDelayedExecution); ok {
+			w.timer = c.AfterFunc(time.Duration(*opts.TimeoutSeconds)*time.Second, w.Stop)
+		}
+	}
+	go w.run(ctx)
+	return w, nil
+}
+
+// replayLocked queues the events after rv; false if history no longer
+// reaches back to rv.
+func (s *Store) replayLocked(w *podWatch, rv uint64) bool {
+	if rv >= s.rv {
+		return true
+	}
+	n := len(s.history)
+	for i := 0; i < n; i++ {
+		ev := s.history[(s.histPos+i)%n]
+		erv, _ := strconv.ParseUint(ev.Object.(*v1.Pod).ResourceVersion, 10, 64)
+		if i == 0 && erv > rv+1 {
+			return false // the event right after rv is gone
+		}
+		if erv > rv {
+			w.send(ev)
+		}
+	}
+	return n > 0
+}
+
+// send queues ev if it matches; the store's lock is held.
+func (w *podWatch) send(ev watch.Event) {
+	p := ev.Object.(*v1.Pod)
+	if !podMatches(p, w.ns, w.ls, w.fs) {
+		return
+	}
+	w.mu.Lock()
+	if !w.closed {
+		w.queue = append(w.queue, ev)
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *podWatch) run(ctx context.Context) {
+	defer close(w.out)
+	defer w.Stop()
+	for {
+		w.mu.Lock()
+		q := w.queue
+		w.queue = nil
+		w.mu.Unlock()
+		for _, ev := range q {
+			// Each reader gets its own copy, as from a decoder.
+			ev.Object = ev.Object.(*v1.Pod).DeepCopy()
+			select {
+			case w.out <- ev:
+			case <-w.done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-w.wake:
+		case <-w.done:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Stop ends the watch; ResultChan is closed soon after.
+func (w *podWatch) Stop() {
+	w.stop.Do(func() {
+		w.s.mu.Lock()
+		delete(w.s.watchers, w)
+		w.s.mu.Unlock()
+		w.mu.Lock()
+		w.closed, w.queue = true, nil
+		w.mu.Unlock()
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		close(w.done)
+	})
+}
+
+// ResultChan delivers the events.
+func (w *podWatch) ResultChan() <-chan watch.Event { return w.out }
