@@ -52,8 +52,9 @@ type Store struct {
 	pods     map[key]*v1.Pod
 	nodes    map[string]*v1.Node
 	leases   map[key]*coordinationv1.Lease
-	history  []watch.Event // ring of the last pod events
+	history  []histEvent // ring of the last pod events
 	histPos  int
+	histFrom uint64 // a watch from an older resourceVersion may miss events
 	watchers map[*podWatch]struct{}
 	// onPod is told of every pod change (old or new nil on create/delete),
 	// under mu: the cluster's event log and scheduler.
@@ -195,17 +196,25 @@ func setCondition(conds *[]v1.PodCondition, c v1.PodCondition) {
 	*conds = append(*conds, c)
 }
 
+// histEvent is a pod event and the pod before it, so a replaying watch
+// can tell selector transitions.
+type histEvent struct {
+	watch.Event
+	old *v1.Pod
+}
+
 // emitPod records a pod event and tells the watchers; s.mu is held.
 func (s *Store) emitPod(t watch.EventType, old, p *v1.Pod) {
 	ev := watch.Event{Type: t, Object: p}
 	if len(s.history) < historySize {
-		s.history = append(s.history, ev)
+		s.history = append(s.history, histEvent{ev, old})
 	} else {
-		s.history[s.histPos] = ev
+		s.histFrom, _ = strconv.ParseUint(s.history[s.histPos].Object.(*v1.Pod).ResourceVersion, 10, 64)
+		s.history[s.histPos] = histEvent{ev, old}
 		s.histPos = (s.histPos + 1) % historySize
 	}
 	for w := range s.watchers {
-		w.send(ev)
+		w.send(ev, old)
 	}
 	if s.onPod != nil {
 		if t == watch.Deleted {

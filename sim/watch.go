@@ -65,27 +65,32 @@ func (s *Store) watchPods(ctx context.Context, ns string, opts metav1.ListOption
 // replayLocked queues the events after rv; false if history no longer
 // reaches back to rv.
 func (s *Store) replayLocked(w *podWatch, rv uint64) bool {
-	if rv >= s.rv {
-		return true
+	if rv < s.histFrom {
+		return false
 	}
 	n := len(s.history)
-	for i := 0; i < n; i++ {
-		ev := s.history[(s.histPos+i)%n]
-		erv, _ := strconv.ParseUint(ev.Object.(*v1.Pod).ResourceVersion, 10, 64)
-		if i == 0 && erv > rv+1 {
-			return false // the event right after rv is gone
-		}
-		if erv > rv {
-			w.send(ev)
+	for i := range n {
+		ev := &s.history[(s.histPos+i)%n]
+		if erv, _ := strconv.ParseUint(ev.Object.(*v1.Pod).ResourceVersion, 10, 64); erv > rv {
+			w.send(ev.Event, ev.old)
 		}
 	}
-	return n > 0
+	return true
 }
 
-// send queues ev if it matches; the store's lock is held.
-func (w *podWatch) send(ev watch.Event) {
+// send queues ev as this watch sees it; the store's lock is held. As the
+// apiserver's watch cache does, a pod that starts matching the selectors
+// comes as Added and one that stops matching as Deleted.
+func (w *podWatch) send(ev watch.Event, old *v1.Pod) {
 	p := ev.Object.(*v1.Pod)
-	if !podMatches(p, w.ns, w.ls, w.fs) {
+	now := podMatches(p, w.ns, w.ls, w.fs)
+	was := old != nil && podMatches(old, w.ns, w.ls, w.fs)
+	switch {
+	case ev.Type == watch.Modified && now && !was:
+		ev.Type = watch.Added
+	case ev.Type == watch.Modified && !now && was:
+		ev.Type = watch.Deleted
+	case !now && (ev.Type != watch.Deleted || !was):
 		return
 	}
 	w.mu.Lock()
