@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/objects"
@@ -124,6 +125,7 @@ func New(c Config) (*Agent, error) {
 		ResyncInterval: c.SyncFrequency,
 		BackOff:        c.SyncErrorBackOff,
 		Jitter:         c.Jitter,
+		OnTerminated:   func(uid types.UID) { a.status.Resend(uid) },
 		Clock:          c.Clock,
 		Log:            c.Log.WithName("podworkers"),
 		Registerer:     c.Registerer,

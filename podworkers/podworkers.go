@@ -58,6 +58,11 @@ type Config struct {
 	// kubelet_pod_worker_duration_seconds{operation_type} and
 	// kubelet_restarted_pods_total{static}. nil: no metrics.
 	Registerer prometheus.Registerer
+	// OnTerminated, if set, is called (in the pod's worker, without locks)
+	// as soon as a pod's containers are known stopped, before
+	// SyncTerminatedPod: the status manager then sends a terminal phase it
+	// held back at once rather than at its next reconcile.
+	OnTerminated func(uid types.UID)
 }
 
 // PodWorkers runs one goroutine per pod UID and drives each pod through
@@ -74,6 +79,7 @@ type PodWorkers struct {
 	clock            clock.PassiveClock
 	log              logr.Logger
 	metrics          *workerMetrics // nil: none
+	onTerminated     func(types.UID)
 
 	wg sync.WaitGroup
 
@@ -137,6 +143,7 @@ func New(c Config) (*PodWorkers, error) {
 		resync:           c.ResyncInterval,
 		backOff:          c.BackOff,
 		jitter:           c.Jitter,
+		onTerminated:     c.OnTerminated,
 		transientBackOff: c.TransientBackOff,
 		clock:            c.Clock,
 		log:              c.Log,
@@ -593,6 +600,9 @@ func (p *PodWorkers) workerLoop(root context.Context, uid types.UID, updates <-c
 				return
 			}
 			p.completeTerminating(uid)
+			if p.onTerminated != nil {
+				p.onTerminated(uid)
+			}
 			transition = true
 		case isTerminal:
 			p.completeSync(uid)

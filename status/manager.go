@@ -318,6 +318,22 @@ func containerByID(st *v1.PodStatus, cid string) *v1.ContainerStatus {
 	return nil
 }
 
+// Resend makes the next sync send the pod's status again, even if the
+// apiserver has its version: for a terminal phase held back while the
+// pod's containers could run, once they are known stopped. The agent calls
+// it from its pod workers. Unknown pods are ignored.
+func (m *Manager) Resend(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	vs, ok := m.statuses[uid]
+	if !ok || !isTerminalPhase(vs.status.Phase) {
+		return
+	}
+	m.lastVersion++
+	m.statuses[uid] = &versionedStatus{version: m.lastVersion, status: vs.status, pod: vs.pod, finished: vs.finished}
+	m.signalLocked()
+}
+
 // TerminatePod marks the end of a pod's life: every container that may
 // still be running (the agent could not see it stop) is reported terminated
 // with reason ContainerStatusUnknown and exit code 137, and the phase becomes

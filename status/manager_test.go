@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	goruntime "runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -822,3 +823,32 @@ func TestPodBeingDeletedIsSyncedWithoutChange(t *testing.T) {
 	m.Sync(ctx)
 	assert.Equal(t, []string{"get"}, verbs(f), "the same status is synced again (and found current)")
 }
+
+// A terminal phase held back while containers could run is sent by the
+// next signalled sync after Resend, not only by the periodic reconcile.
+func TestResendSendsAHeldBackTerminalPhase(t *testing.T) {
+	pod := testPod("p", "uid1")
+	api := pod.DeepCopy()
+	api.Status.Phase = v1.PodRunning
+	f := statustest.New(api)
+	safety := &atomicSafety{}
+	safety.v.Store(true)
+	m, _ := newManager(t, f, func(c *status.Config) { c.DeletionSafety = safety })
+	failed := runningStatus("cri://a")
+	failed.Phase = v1.PodFailed
+	m.SetPodStatus(pod, failed)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	phase := func() v1.PodPhase { p, _ := f.Pod("ns", "p"); return p.Status.Phase }
+	require.Eventually(t, func() bool { return len(verbs(f)) >= 2 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, v1.PodRunning, phase(), "held back while containers could run")
+	safety.v.Store(false)
+	m.Resend(pod.UID)
+	require.Eventually(t, func() bool { return phase() == v1.PodFailed }, 5*time.Second, time.Millisecond)
+}
+
+type atomicSafety struct{ v atomic.Bool }
+
+func (s *atomicSafety) PodCouldHaveRunningContainers(*v1.Pod) bool { return s.v.Load() }
