@@ -99,7 +99,8 @@ spec:
 		return matches(f, []want{{pod("web"), "init:setup", "Running", "exited 0 (Completed)"}, {pod("web"), "web", "Running", "running"}})
 	})
 	var webLog []byte
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	// containerd copies the output on its own schedule, lagging under load.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if files, _ := filepath.Glob(filepath.Join(logs, "*_"+pod("web")+"_*", "web", "0.log")); len(files) == 1 {
 			if webLog, _ = os.ReadFile(files[0]); strings.Contains(string(webLog), "nameserver") {
 				break

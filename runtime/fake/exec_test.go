@@ -46,7 +46,7 @@ func TestExecSync(t *testing.T) {
 		rt.SetExecResult("other", []string{"sleep"}, fake.ExecResult{Hang: true})
 		done := make(chan error, 1)
 		go func() { _, _, _, err := rt.ExecSync(ctx, other, []string{"sleep"}, 2*time.Second); done <- err }()
-		require.Eventually(t, clk.HasWaiters, time.Second, time.Millisecond)
+		require.Eventually(t, clk.HasWaiters, 30*time.Second, time.Millisecond) // a guard only
 		clk.Step(2 * time.Second)
 		err := <-done
 		require.True(t, errors.Is(err, runtime.ErrExecTimeout), "%v", err)
