@@ -4,6 +4,11 @@
 #   eval "$(bash hack/containerd.sh up)"    # prints export lines on stdout
 #   go test -race -count=1 ./...
 #   bash hack/containerd.sh down            # uses $NODEKIT_CONTAINERD_DIR
+#   bash hack/containerd.sh crash DIR       # SIGKILL containerd only (shims live on)
+#   bash hack/containerd.sh restart DIR     # start it again on the same state
+#
+# NODEKIT_BRIDGE and NODEKIT_SUBNET name the CNI bridge and its subnet, so a
+# second instance (the crash tests') does not share the first one's network.
 #
 # Everything (root, state, socket, CNI config and IPAM state, logs) lives in
 # one temp directory. No registry is needed: a pause image and a busybox image
@@ -131,6 +136,41 @@ TOML
 JSON
 }
 
+# start_containerd starts containerd on $D's config and waits until it answers.
+start_containerd() {
+	setsid containerd --config "$D/config.toml" --log-level info >>"$D/containerd.log" 2>&1 </dev/null &
+	echo $! >"$D/containerd.pid"
+	local i
+	for i in $(seq 1 200); do
+		if ctr --address "$D/containerd.sock" version >/dev/null 2>&1; then break; fi
+		kill -0 "$(cat "$D/containerd.pid")" 2>/dev/null || { tail -20 "$D/containerd.log" >&2; die "containerd exited at start (log: $D/containerd.log)"; }
+		sleep 0.1
+	done
+	ctr --address "$D/containerd.sock" version >/dev/null 2>&1 || die "containerd did not answer on $D/containerd.sock (log: $D/containerd.log)"
+}
+
+# crash kills the containerd of DIR with SIGKILL, as a crash would: its
+# shims and containers live on.
+crash() {
+	D=$1
+	[ -f "$D/config.toml" ] && [ -f "$D/containerd.pid" ] || die "$D is not a directory made by containerd.sh up"
+	local pid; pid=$(cat "$D/containerd.pid")
+	kill -9 "$pid" 2>/dev/null || true
+	for _ in $(seq 1 100); do
+		[ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
+		sleep 0.05
+	done
+	log "containerd in $D killed"
+}
+
+# restart starts the containerd of DIR again after a crash.
+restart() {
+	D=$1
+	[ -f "$D/config.toml" ] || die "$D is not a directory made by containerd.sh up"
+	start_containerd
+	log "containerd in $D restarted"
+}
+
 ctr_() { ctr --address "$D/containerd.sock" -n k8s.io "$@"; }
 
 up() {
@@ -143,15 +183,7 @@ up() {
 	WORK="$D/work"
 	mkdir -p "$WORK"
 	write_config
-	setsid containerd --config "$D/config.toml" --log-level info >"$D/containerd.log" 2>&1 </dev/null &
-	echo $! >"$D/containerd.pid"
-	local i
-	for i in $(seq 1 200); do
-		if ctr --address "$D/containerd.sock" version >/dev/null 2>&1; then break; fi
-		kill -0 "$(cat "$D/containerd.pid")" 2>/dev/null || { tail -20 "$D/containerd.log" >&2; die "containerd exited at start (log: $D/containerd.log)"; }
-		sleep 0.1
-	done
-	ctr --address "$D/containerd.sock" version >/dev/null 2>&1 || die "containerd did not answer on $D/containerd.sock (log: $D/containerd.log)"
+	start_containerd
 
 	build_layer
 	build_image "$PAUSE_IMAGE" '["/bin/sleep","2147483647"]' "$WORK/pause.tar" "$WORK/layer.tar"
@@ -225,5 +257,7 @@ down() {
 case "${1:-}" in
 up) up ;;
 down) down "${2:-}" ;;
-*) die "usage: $0 up | down [DIR]" ;;
+crash) crash "${2:?usage: $0 crash DIR}" ;;
+restart) restart "${2:?usage: $0 restart DIR}" ;;
+*) die "usage: $0 up | down [DIR] | crash DIR | restart DIR" ;;
 esac

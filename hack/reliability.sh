@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 doc=docs/reliability.md
-run='^(TestSoak|TestDirectoryOfAThousandManifests|TestConfigMapStyleDataSymlinkSwap|TestHostileFiles|TestEndlessBody|TestSlowBody|TestMalformedBodies|TestPodListOfTenThousandPods|TestMalformedCRI|TestEnormousCRI|TestHugePodSpecs)'
+run='^(TestSoak|TestContainerdCrashes|TestDirectoryOfAThousandManifests|TestConfigMapStyleDataSymlinkSwap|TestHostileFiles|TestEndlessBody|TestSlowBody|TestMalformedBodies|TestPodListOfTenThousandPods|TestMalformedCRI|TestEnormousCRI|TestHugePodSpecs)'
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # -p 1: the figures (allocations, durations) are not shared with another

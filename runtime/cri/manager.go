@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -148,6 +149,11 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.MaxMsgSize), grpc.MaxCallSendMsgSize(c.MaxMsgSize)),
+		// The kubelet's reconnect back-off (100 ms to 3 s): with gRPC's
+		// default (up to 120 s) a runtime back from a 30 s crash would
+		// stay unreached for another 15 s or more.
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 5 * time.Second,
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second}}),
 	}
 	opts = append(opts, c.DialOptions...)
 	conn, err := grpc.NewClient(c.Endpoint, opts...)
