@@ -62,6 +62,9 @@ func within5(got, base uint64) bool { return float64(got) <= float64(base)*1.05 
 // warm-up round (maps keep the buckets their peak needed).
 func TestSoakChurnWithRuntimeFaults(t *testing.T) {
 	cycles := soakCycles(t)
+	if os.Getenv("NODEKIT_SOAK_PROFILES") != "" { // heap profiles at the baseline and after the churn
+		goruntime.MemProfileRate = 1
+	}
 	const batch = 200
 	rates := map[string]float64{}
 	for _, m := range soakMethods {
@@ -162,9 +165,6 @@ func TestSoakChurnWithRuntimeFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-	}
-	if os.Getenv("NODEKIT_SOAK_PROFILES") != "" {
-		goruntime.MemProfileRate = 1
 	}
 	writeHeap("heap-base.pprof")
 

@@ -3,6 +3,8 @@
 # tests measured: each prints its row (internal/reltable) and this script
 # puts the rows between the table markers. NODEKIT_SOAK=1 runs the long
 # soak (10,000 cycles, ~15 min); without it the short one (200 cycles).
+# The containerd crash test needs root and containerd, the e2e row the
+# servers of e2e/hack/servers.sh.
 # Figures come from a run without the race detector.
 #
 #	NODEKIT_SOAK=1 bash hack/reliability.sh
@@ -16,6 +18,7 @@ trap 'rm -f "$log"' EXIT
 # package's test binary.
 go test -count=1 -p 1 -timeout 60m -v -run "$run" \
 	./agent ./podconfig/file ./podconfig/manifesturl ./runtime/cri | tee "$log" | grep -E '^(--- |ok|FAIL)' >&2
+(cd e2e && go test -count=1 -timeout 30m -v -run '^TestAgentThroughAPIServerOutage$' .) | tee -a "$log" | grep -E '^(--- |ok|FAIL)' >&2
 rows=$(grep '^reliability-row: ' "$log" | sed 's/^reliability-row: //')
 if grep -q '^FAIL' "$log"; then
 	echo "reliability tests failed; $doc left as it was" >&2
