@@ -37,6 +37,8 @@
 //   - node: the Node object: registration, node status and conditions as
 //     the kubelet reports them, the node Lease, provider hooks; the agent
 //     uses it with Config.Node, examples/kubenode joins a real cluster.
+//   - provider: a virtual-kubelet provider (the same interfaces, unchanged)
+//     as the agent's runtime; it owns its pods' status.
 //   - podutil: the config.* annotations and static/mirror pod helpers all
 //     packages share.
 //   - cm: the kubelet's QoS cgroups for pods and node allocatable, for

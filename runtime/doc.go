@@ -26,7 +26,10 @@
 // A backend that finishes starting a container after SyncPod returned (a
 // cloud API, a VM) reports it meanwhile as created with reason
 // ReasonContainerCreating, so ComputePodActions does not start it twice;
-// see that constant.
+// see that constant. A backend that runs whole pods rather than containers
+// (a virtual-kubelet provider) is better served by package provider, which
+// turns virtual-kubelet's pod-level interfaces into a Runtime that owns its
+// pods' status (StatusOwner).
 //
 // Where it sits: podconfig -> syncloop -> podworkers -> agent -> Runtime, with
 // pleg relisting the Runtime into the Cache.
