@@ -1,0 +1,193 @@
+// Command bench runs the kubelet's PodConfig, GenericPLEG and pod workers
+// (k8s.io/kubernetes at the version go.mod pins) and nodekit's on the same
+// inputs, in interleaved rounds, and prints the medians and the ratios
+// nodekit/kubelet of time, bytes and allocations per operation as Markdown.
+//
+// Run it through run.sh, which passes the overlay that compiles the
+// kubelet's pod workers (see internal/kubeletpodworkers).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2"
+)
+
+// figure is one comparison: the same operation on both sides for a given N.
+type figure struct {
+	name    string
+	what    string
+	kubelet func(n int) func(b *testing.B)
+	nodekit func(n int) func(b *testing.B)
+}
+
+type sample struct{ ns, bytes, allocs float64 }
+
+func main() {
+	testing.Init()
+	rounds := flag.Int("rounds", 5, "interleaved rounds; medians are reported")
+	sizes := flag.String("sizes", "100,1000,10000", "numbers of pods")
+	work := flag.Int("work", 20000, "pods handled per benchmark and round: a benchmark at N pods runs work/N operations (at least 3)")
+	only := flag.String("run", "", "run only the figures whose name matches this regular expression")
+	flag.Parse()
+
+	// The kubelet logs through klog; at -v=0 (the default) nothing below
+	// is written, as in a kubelet run without -v.
+	klog.InitFlags(nil)
+	_ = flag.Set("v", "0")
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
+
+	var ns []int
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: bad size %q\n", s)
+			os.Exit(2)
+		}
+		ns = append(ns, n)
+	}
+	re, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: -run: %v\n", err)
+		os.Exit(2)
+	}
+	var figs []figure
+	for _, f := range figures() {
+		if re.MatchString(f.name) {
+			figs = append(figs, f)
+		}
+	}
+
+	// results[figure][n][side] holds one sample per round.
+	results := make(map[string]map[int][2][]sample)
+	for _, f := range figs {
+		results[f.name] = make(map[int][2][]sample)
+	}
+	for r := 0; r < *rounds; r++ {
+		for _, f := range figs {
+			for _, n := range ns {
+				sides := [2]func(int) func(*testing.B){f.kubelet, f.nodekit}
+				order := []int{0, 1}
+				if r%2 == 1 { // alternate which side runs first
+					order = []int{1, 0}
+				}
+				got := results[f.name][n]
+				for _, side := range order {
+					// A fixed number of operations per N: the setup each
+					// operation excludes (building pods, collecting
+					// garbage) would make a time target costly at N=10,000.
+					_ = flag.Set("test.benchtime", fmt.Sprintf("%dx", max(3, *work/n)))
+					runtime.GC()
+					res := testing.Benchmark(sides[side](n))
+					if res.N == 0 {
+						fmt.Fprintf(os.Stderr, "bench: %s N=%d side %d failed\n", f.name, n, side)
+						os.Exit(1)
+					}
+					got[side] = append(got[side], sample{
+						ns:     float64(res.T.Nanoseconds()) / float64(res.N),
+						bytes:  float64(res.MemBytes) / float64(res.N),
+						allocs: float64(res.MemAllocs) / float64(res.N),
+					})
+				}
+				results[f.name][n] = got
+				fmt.Fprintf(os.Stderr, "round %d/%d %s N=%d done\n", r+1, *rounds, f.name, n)
+			}
+		}
+	}
+	report(os.Stdout, figs, ns, results, *rounds, *work)
+}
+
+func median(ss []sample, get func(sample) float64) float64 {
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = get(s)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func report(w io.Writer, figs []figure, ns []int, results map[string]map[int][2][]sample, rounds, work int) {
+	getNs := func(s sample) float64 { return s.ns }
+	getB := func(s sample) float64 { return s.bytes }
+	getA := func(s sample) float64 { return s.allocs }
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			if a == 0 {
+				return "1"
+			}
+			return "∞"
+		}
+		return fmt.Sprintf("%.2f", a/b)
+	}
+
+	fmt.Fprintf(w, "Ratios nodekit/kubelet, time · bytes · allocations per operation (medians of %d interleaved rounds of max(3, %d/N) operations each):\n\n", rounds, work)
+	fmt.Fprint(w, "| figure |")
+	for _, n := range ns {
+		fmt.Fprintf(w, " N=%d |", n)
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range ns {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for _, f := range figs {
+		fmt.Fprintf(w, "| %s |", f.what)
+		for _, n := range ns {
+			s := results[f.name][n]
+			k, o := s[0], s[1]
+			fmt.Fprintf(w, " %s · %s · %s |", ratio(median(o, getNs), median(k, getNs)),
+				ratio(median(o, getB), median(k, getB)), ratio(median(o, getA), median(k, getA)))
+		}
+		fmt.Fprintln(w)
+	}
+
+	if len(ns) > 1 {
+		fmt.Fprintf(w, "\nGrowth of time per operation from N=%d to N=%d (linear is %.0f×):\n\n", ns[len(ns)-2], ns[len(ns)-1], float64(ns[len(ns)-1])/float64(ns[len(ns)-2]))
+		fmt.Fprintln(w, "| figure | kubelet | nodekit |")
+		fmt.Fprintln(w, "|---|---|---|")
+		a, b := ns[len(ns)-2], ns[len(ns)-1]
+		for _, f := range figs {
+			s := results[f.name]
+			fmt.Fprintf(w, "| %s | %.1f× | %.1f× |\n", f.what,
+				median(s[b][0], getNs)/median(s[a][0], getNs), median(s[b][1], getNs)/median(s[a][1], getNs))
+		}
+	}
+
+	fmt.Fprintln(w, "\nMedians per operation:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| figure | N | kubelet ns | B | allocs | nodekit ns | B | allocs |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, f := range figs {
+		for _, n := range ns {
+			s := results[f.name][n]
+			k, o := s[0], s[1]
+			fmt.Fprintf(w, "| `%s` | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n", f.name, n,
+				median(k, getNs), median(k, getB), median(k, getA), median(o, getNs), median(o, getB), median(o, getA))
+		}
+	}
+}
+
+func figures() []figure {
+	return []figure{
+		{"podconfig/set", "PodConfig first SET (nodekit: pods shared)", kubeletSet, nodekitSet(false)},
+		{"podconfig/set-copy", "PodConfig first SET, nodekit with CopyPods (kubelet semantics)", kubeletSet, nodekitSet(true)},
+		{"podconfig/set-one-changed", "PodConfig SET, one pod changed", kubeletSetOneChanged, nodekitSetOneChanged},
+		{"pleg/first", "PLEG first relist (nodekit: default inspection)", kubeletRelistFirst, nodekitRelistFirst(0)},
+		{"pleg/first-serial", "PLEG first relist, nodekit serial inspection", kubeletRelistFirst, nodekitRelistFirst(1)},
+		{"pleg/steady", "PLEG steady relist", kubeletRelistSteady, nodekitRelistSteady},
+		{"podworkers/round", "pod workers, one UpdatePod round", kubeletWorkersRound, nodekitWorkersRound},
+	}
+}
