@@ -357,7 +357,14 @@ func (g *GenericPLEG) collect(pid types.UID, rec *podRecord, pod *runtime.Pod) {
 	g.items = append(g.items, item{pid: pid, rec: rec, pod: pod, first: int32(first), last: int32(len(g.buf))})
 }
 
-// inspectAll acts on every item, with up to g.parallelism at a time.
+// inspectAll acts on every item, with up to g.parallelism at a time once
+// inspections prove slow. It starts serially on the relist's goroutine:
+// in-memory inspections take a microsecond, and helper goroutines would only
+// add their start-up and contention (measured slower than serial). A timer
+// checks after inspectAdaptAfter: if no inspection has finished (a slow or
+// hung runtime) the helpers start at once; otherwise the relist's goroutine
+// starts them at its next item if inspections took inspectSlowItem or more
+// each, else re-arms the timer.
 func (g *GenericPLEG) inspectAll(ctx context.Context, ts time.Time) {
 	workers := min(g.parallelism, len(g.items))
 	if workers <= 1 {
@@ -366,22 +373,91 @@ func (g *GenericPLEG) inspectAll(ctx context.Context, ts time.Time) {
 		}
 		return
 	}
-	var next atomic.Int64
-	work := func() {
-		for {
-			i := int(next.Add(1)) - 1
-			if i >= len(g.items) {
-				return
+	a := &adaptive{g: g, ctx: ctx, ts: ts, helpers: workers - 1}
+	start := g.clock.Now()
+	a.mu.Lock()
+	// The fake clock runs timer callbacks under its own lock: fired must
+	// not call the clock.
+	a.timer = g.clock.AfterFunc(inspectAdaptAfter, a.fired)
+	a.mu.Unlock()
+	for {
+		i := int(a.next.Add(1)) - 1
+		if i >= len(g.items) {
+			break
+		}
+		g.process(ctx, &g.items[i], ts)
+		a.done.Add(1)
+		if a.check.Load() {
+			a.check.Store(false)
+			if g.clock.Since(start) >= time.Duration(a.done.Load())*inspectSlowItem {
+				a.spawn()
+			} else {
+				a.timer.Reset(inspectAdaptAfter)
 			}
-			g.process(ctx, &g.items[i], ts)
 		}
 	}
-	var wg sync.WaitGroup
-	for range workers - 1 {
-		wg.Go(work)
+	a.mu.Lock()
+	a.finished = true
+	a.timer.Stop()
+	a.mu.Unlock()
+	a.wg.Wait()
+}
+
+const (
+	// inspectAdaptAfter is how long a relist's inspections run serially
+	// before their pace is checked.
+	inspectAdaptAfter = time.Millisecond
+	// inspectSlowItem is the pace from which inspections run in parallel:
+	// a runtime call (CRI over gRPC takes 100 µs or more), not memory.
+	inspectSlowItem = 20 * time.Microsecond
+)
+
+// adaptive is one relist's inspection pass; see inspectAll.
+type adaptive struct {
+	g       *GenericPLEG
+	ctx     context.Context
+	ts      time.Time
+	helpers int
+
+	next, done atomic.Int64 // items taken, items finished
+	check      atomic.Bool  // the timer fired with progress: pace to check
+	wg         sync.WaitGroup
+
+	mu       sync.Mutex // guards what follows and orders spawn before wg.Wait
+	timer    clock.Timer
+	spawned  bool
+	finished bool
+}
+
+func (a *adaptive) fired() {
+	if a.done.Load() == 0 {
+		a.spawn() // not one inspection done yet: slow or hung
+		return
 	}
-	work()
-	wg.Wait()
+	a.check.Store(true)
+}
+
+func (a *adaptive) spawn() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.spawned || a.finished {
+		return
+	}
+	a.spawned = true
+	for range a.helpers {
+		a.wg.Go(a.help)
+	}
+}
+
+func (a *adaptive) help() {
+	for {
+		i := int(a.next.Add(1)) - 1
+		if i >= len(a.g.items) {
+			return
+		}
+		a.g.process(a.ctx, &a.g.items[i], a.ts)
+		a.done.Add(1)
+	}
 }
 
 // process inspects one pod, writes the cache and sends the pod's events.

@@ -53,9 +53,13 @@ func TestHungInspectionDoesNotDelayOtherPods(t *testing.T) {
 	)
 	done := make(chan error, 1)
 	go func() { done <- tp.Relist(context.Background()) }()
+	// Inspections start serially; a pass that has finished none after
+	// inspectAdaptAfter gets its helpers.
+	recv(t, entered, "the hung inspection to start")
+	tp.clock.Step(inspectAdaptAfter)
 
-	// The fake clock has not moved, so the hung call's timeout has not fired:
-	// the other pods' events must arrive while it still hangs.
+	// The hung call's timeout has not fired: the other pods' events must
+	// arrive while it still hangs.
 	var got []PodLifecycleEvent
 	for range 3 {
 		got = append(got, recv(t, tp.Watch(), "events of the pods that answer"))
@@ -66,7 +70,6 @@ func TestHungInspectionDoesNotDelayOtherPods(t *testing.T) {
 		ev("b", ContainerStarted, "c-b"),
 		ev("c", ContainerStarted, "c-c"),
 	), got)
-	recv(t, entered, "the hung inspection to start")
 	select {
 	case <-done:
 		require.FailNow(t, "relist returned while an inspection hangs and its timeout has not passed")
@@ -98,6 +101,7 @@ func TestInspectionRunsInParallelUpToTheLimit(t *testing.T) {
 		mu               sync.Mutex
 		inflight, max, n int
 		allIn            = make(chan struct{})
+		firstIn          = make(chan struct{})
 		ctx, cancel      = context.WithCancel(context.Background())
 		listed           []*runtime.Pod
 		wantEvents       []PodLifecycleEvent
@@ -108,6 +112,9 @@ func TestInspectionRunsInParallelUpToTheLimit(t *testing.T) {
 		inflight++
 		n++
 		max = maxInt(max, inflight)
+		if n == 1 {
+			close(firstIn)
+		}
 		if n == parallelism {
 			close(allIn) // the first calls wait until parallelism of them run
 		}
@@ -129,6 +136,9 @@ func TestInspectionRunsInParallelUpToTheLimit(t *testing.T) {
 	tp.lister.setPods(listed...)
 	done := make(chan error, 1)
 	go func() { done <- tp.Relist(ctx) }()
+	// The first inspection blocks; the pace check then starts the helpers.
+	recv(t, firstIn, "the first inspection")
+	tp.clock.Step(inspectAdaptAfter)
 	require.NoError(t, recv(t, done, "the relist (a serial inspection would wait forever)"))
 
 	assert.Equal(t, parallelism, max, "never more than InspectParallelism calls at once")
@@ -334,4 +344,76 @@ func TestListErrorIsReturnedAndChangesNothing(t *testing.T) {
 	s, err := tp.cache.Get("p")
 	require.NoError(t, err)
 	assert.Equal(t, types.UID("p"), s.ID)
+}
+
+func TestFastInspectionsStaySerial(t *testing.T) {
+	tp := newTestPLEG(t, func(c *Config) { c.InspectParallelism = 4 })
+	var (
+		mu              sync.Mutex
+		inflight, maxIn int
+		listed          []*runtime.Pod
+	)
+	tp.lister.statusFn = func(ctx context.Context, uid types.UID) (*runtime.PodStatus, error) {
+		mu.Lock()
+		inflight++
+		maxIn = maxInt(maxIn, inflight)
+		mu.Unlock()
+		defer func() { mu.Lock(); inflight--; mu.Unlock() }()
+		return statusOf(uid, pod(uid, ctr("c-"+string(uid), cRunning))), nil
+	}
+	for i := range 50 {
+		uid := types.UID(fmt.Sprintf("pod-%02d", i))
+		listed = append(listed, pod(uid, ctr("c-"+string(uid), cRunning)))
+	}
+	tp.lister.setPods(listed...)
+	tp.relist(t) // the fake clock stands still: no inspection is slow
+	assert.Equal(t, 1, maxIn, "inspections that finish at once run one at a time")
+	assert.Equal(t, 50, tp.lastStats().Events.Started)
+}
+
+func TestInspectionsSlowerThanThePaceGoParallel(t *testing.T) {
+	const pods = 8
+	tp := newTestPLEG(t, func(c *Config) { c.InspectParallelism = 2 })
+	var (
+		mu       sync.Mutex
+		n        int
+		listed   []*runtime.Pod
+		secondIn = make(chan struct{})
+		stepped  = make(chan struct{})
+		fourthIn = make(chan struct{})
+		alone    bool
+	)
+	tp.lister.statusFn = func(ctx context.Context, uid types.UID) (*runtime.PodStatus, error) {
+		mu.Lock()
+		n++
+		k := n
+		mu.Unlock()
+		switch k {
+		case 2: // finishes only after the pace check: far slower than inspectSlowItem
+			close(secondIn)
+			<-stepped
+		case 3: // returns once another inspection runs beside it
+			select {
+			case <-fourthIn:
+			case <-time.After(10 * time.Second):
+				alone = true
+			}
+		case 4:
+			close(fourthIn)
+		}
+		return statusOf(uid, pod(uid, ctr("c-"+string(uid), cRunning))), nil
+	}
+	for i := range pods {
+		uid := types.UID(fmt.Sprintf("pod-%02d", i))
+		listed = append(listed, pod(uid, ctr("c-"+string(uid), cRunning)))
+	}
+	tp.lister.setPods(listed...)
+	done := make(chan error, 1)
+	go func() { done <- tp.Relist(context.Background()) }()
+	recv(t, secondIn, "the second inspection")
+	tp.clock.Step(inspectAdaptAfter) // one inspection done in 1ms: slow
+	close(stepped)
+	require.NoError(t, recv(t, done, "the relist"))
+	assert.False(t, alone, "after a slow pace, inspections run in parallel")
+	assert.Equal(t, pods, tp.lastStats().Events.Started)
 }
