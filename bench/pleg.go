@@ -99,11 +99,13 @@ func newNodekitPLEG(b *testing.B, l *nodekitLister, n, parallelism int) *pleg.Ge
 func kubeletRelistFirst(n int) func(b *testing.B) {
 	rt := newKubeletRuntime(n)
 	return func(b *testing.B) {
+		m := newMeter(b)
+		defer m.done()
 		ctx := context.Background()
 		for i := 0; i < b.N; i++ {
-			b.StopTimer()
+			m.stop()
 			g, ch := newKubeletPLEG(rt, n)
-			b.StartTimer()
+			m.start()
 			g.Relist(ctx)
 			if len(ch) != 2*n {
 				b.Fatalf("kubelet: %d events, want %d", len(ch), 2*n)
@@ -116,11 +118,13 @@ func nodekitRelistFirst(parallelism int) func(n int) func(b *testing.B) {
 	return func(n int) func(b *testing.B) {
 		l := newNodekitLister(n)
 		return func(b *testing.B) {
+			m := newMeter(b)
+			defer m.done()
 			ctx := context.Background()
 			for i := 0; i < b.N; i++ {
-				b.StopTimer()
+				m.stop()
 				g := newNodekitPLEG(b, l, n, parallelism)
-				b.StartTimer()
+				m.start()
 				if err := g.Relist(ctx); err != nil {
 					b.Fatal(err)
 				}
@@ -135,13 +139,15 @@ func nodekitRelistFirst(parallelism int) func(n int) func(b *testing.B) {
 func kubeletRelistSteady(n int) func(b *testing.B) {
 	rt := newKubeletRuntime(n)
 	return func(b *testing.B) {
+		m := newMeter(b)
+		defer m.done()
 		ctx := context.Background()
 		g, ch := newKubeletPLEG(rt, n)
 		g.Relist(ctx)
 		for len(ch) > 0 {
 			<-ch
 		}
-		b.ResetTimer()
+		m.reset()
 		for i := 0; i < b.N; i++ {
 			g.Relist(ctx)
 		}
@@ -154,6 +160,8 @@ func kubeletRelistSteady(n int) func(b *testing.B) {
 func nodekitRelistSteady(n int) func(b *testing.B) {
 	l := newNodekitLister(n)
 	return func(b *testing.B) {
+		m := newMeter(b)
+		defer m.done()
 		ctx := context.Background()
 		g := newNodekitPLEG(b, l, n, 0)
 		if err := g.Relist(ctx); err != nil {
@@ -162,7 +170,7 @@ func nodekitRelistSteady(n int) func(b *testing.B) {
 		for len(g.Watch()) > 0 {
 			<-g.Watch()
 		}
-		b.ResetTimer()
+		m.reset()
 		for i := 0; i < b.N; i++ {
 			if err := g.Relist(ctx); err != nil {
 				b.Fatal(err)

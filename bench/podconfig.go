@@ -39,20 +39,22 @@ func (s kubeletSource) set(pods []*v1.Pod) {
 
 func kubeletSet(n int) func(b *testing.B) {
 	return func(b *testing.B) {
+		m := newMeter(b)
+		defer m.done()
 		for i := 0; i < b.N; i++ {
-			b.StopTimer()
+			m.stop()
 			ctx, cancel := context.WithCancel(context.Background())
 			c, src := newKubeletPodConfig(ctx)
 			pods := workloadPods(n, -1, "")
 			runtime.GC()
-			b.StartTimer()
+			m.start()
 			src.set(pods)
 			if u := <-c.Updates(); u.Op != kubetypes.ADD || len(u.Pods) != n {
 				b.Fatalf("kubelet: got %v with %d pods", u.Op, len(u.Pods))
 			}
-			b.StopTimer()
+			m.stop()
 			cancel()
-			b.StartTimer()
+			m.start()
 		}
 	}
 }
@@ -60,8 +62,10 @@ func kubeletSet(n int) func(b *testing.B) {
 func nodekitSet(copyPods bool) func(n int) func(b *testing.B) {
 	return func(n int) func(b *testing.B) {
 		return func(b *testing.B) {
+			m := newMeter(b)
+			defer m.done()
 			for i := 0; i < b.N; i++ {
-				b.StopTimer()
+				m.stop()
 				ctx, cancel := context.WithCancel(context.Background())
 				c, err := podconfig.NewPodConfig(podconfig.Incremental, podconfig.Options{CopyPods: copyPods})
 				if err != nil {
@@ -70,14 +74,14 @@ func nodekitSet(copyPods bool) func(n int) func(b *testing.B) {
 				ch := c.Channel(ctx, kubetypes.ApiserverSource)
 				pods := workloadPods(n, -1, "")
 				runtime.GC()
-				b.StartTimer()
+				m.start()
 				ch <- podconfig.PodUpdate{Op: podconfig.SET, Pods: pods}
 				if u := <-c.Updates(); u.Op != podconfig.ADD || len(u.Pods) != n {
 					b.Fatalf("nodekit: got %v with %d pods", u.Op, len(u.Pods))
 				}
-				b.StopTimer()
+				m.stop()
 				cancel()
-				b.StartTimer()
+				m.start()
 			}
 		}
 	}
@@ -85,17 +89,19 @@ func nodekitSet(copyPods bool) func(n int) func(b *testing.B) {
 
 func kubeletSetOneChanged(n int) func(b *testing.B) {
 	return func(b *testing.B) {
+		m := newMeter(b)
+		defer m.done()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		c, src := newKubeletPodConfig(ctx)
 		src.set(workloadPods(n, -1, ""))
 		<-c.Updates()
-		b.ResetTimer()
+		m.reset()
 		for i := 0; i < b.N; i++ {
-			b.StopTimer()
+			m.stop()
 			pods := workloadPods(n, n/2, fmt.Sprintf("registry.example.com/web:2.%d", i))
 			runtime.GC()
-			b.StartTimer()
+			m.start()
 			src.set(pods)
 			if u := <-c.Updates(); u.Op != kubetypes.UPDATE || len(u.Pods) != 1 {
 				b.Fatalf("kubelet: got %v with %d pods", u.Op, len(u.Pods))
@@ -106,6 +112,8 @@ func kubeletSetOneChanged(n int) func(b *testing.B) {
 
 func nodekitSetOneChanged(n int) func(b *testing.B) {
 	return func(b *testing.B) {
+		m := newMeter(b)
+		defer m.done()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		c, err := podconfig.NewPodConfig(podconfig.Incremental, podconfig.Options{})
@@ -115,12 +123,12 @@ func nodekitSetOneChanged(n int) func(b *testing.B) {
 		ch := c.Channel(ctx, kubetypes.ApiserverSource)
 		ch <- podconfig.PodUpdate{Op: podconfig.SET, Pods: workloadPods(n, -1, "")}
 		<-c.Updates()
-		b.ResetTimer()
+		m.reset()
 		for i := 0; i < b.N; i++ {
-			b.StopTimer()
+			m.stop()
 			pods := workloadPods(n, n/2, fmt.Sprintf("registry.example.com/web:2.%d", i))
 			runtime.GC()
-			b.StartTimer()
+			m.start()
 			ch <- podconfig.PodUpdate{Op: podconfig.SET, Pods: pods}
 			if u := <-c.Updates(); u.Op != podconfig.UPDATE || len(u.Pods) != 1 {
 				b.Fatalf("nodekit: got %v with %d pods", u.Op, len(u.Pods))

@@ -77,18 +77,20 @@ func (noAllocation) UpdatePodFromAllocation(pod *v1.Pod) (*v1.Pod, bool) { retur
 func kubeletWorkersRound(n int) func(b *testing.B) {
 	pods := workerPods(n)
 	return func(b *testing.B) {
+		m := newMeter(b)
+		defer m.done()
 		ctx := context.Background()
 		logger := klog.Background()
 		for i := 0; i < b.N; i++ {
-			b.StopTimer()
+			m.stop()
 			s := &kubeletSyncer{synced: newCounter(n), terminated: newCounter(n)}
 			w := kubelet.NewPodWorkers(s, kubeletQueue{}, kubeletCache{}, noAllocation{})
-			b.StartTimer()
+			m.start()
 			for _, pod := range pods {
 				w.UpdatePod(ctx, kubelet.UpdatePodOptions{UpdateType: kubetypes.SyncPodCreate, Pod: pod})
 			}
 			<-s.synced.done
-			b.StopTimer()
+			m.stop()
 			// Tear down: kill every pod, then forget the finished
 			// workers, which ends their goroutines.
 			for _, pod := range pods {
@@ -98,7 +100,7 @@ func kubeletWorkersRound(n int) func(b *testing.B) {
 			for len(w.SyncKnownPods(logger, nil)) > 0 {
 				time.Sleep(time.Millisecond)
 			}
-			b.StartTimer()
+			m.start()
 		}
 	}
 }
@@ -133,8 +135,10 @@ func (nodekitQueue) Enqueue(types.UID, time.Duration) {}
 func nodekitWorkersRound(n int) func(b *testing.B) {
 	pods := workerPods(n)
 	return func(b *testing.B) {
+		m := newMeter(b)
+		defer m.done()
 		for i := 0; i < b.N; i++ {
-			b.StopTimer()
+			m.stop()
 			s := &nodekitSyncer{synced: newCounter(n)}
 			p, err := podworkers.New(podworkers.Config{Syncer: s, Cache: nodekitCache{}, WorkQueue: nodekitQueue{}})
 			if err != nil {
@@ -143,17 +147,17 @@ func nodekitWorkersRound(n int) func(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			ran := make(chan struct{})
 			go func() { _ = p.Run(ctx); close(ran) }()
-			b.StartTimer()
+			m.start()
 			for _, pod := range pods {
 				if err := p.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			<-s.synced.done
-			b.StopTimer()
+			m.stop()
 			cancel()
 			<-ran
-			b.StartTimer()
+			m.start()
 		}
 	}
 }
