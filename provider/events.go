@@ -29,6 +29,16 @@ func (r *Runtime) WatchContainerEvents(ctx context.Context) (<-chan runtime.Cont
 	w := &watcher{ch: make(chan runtime.ContainerEvent, r.cfg.EventBuffer)}
 	r.mu.Lock()
 	r.watchers = append(r.watchers, w)
+	// Every status known so far opens the stream: a change made while no
+	// stream was open (a CreatePod that failed before the agent's PLEG
+	// subscribed, or during a reconnect) was told to nobody, and a relist
+	// does not see it (a failed pod is not listed; a status-only change is
+	// no container change).
+	for _, rec := range r.pods {
+		if rec.status != nil && !w.closed {
+			r.sendLocked(w, r.eventLocked(rec))
+		}
+	}
 	r.mu.Unlock()
 	if r.notifier != nil {
 		r.notifier.NotifyPods(ctx, r.notified)
@@ -66,21 +76,34 @@ func (r *Runtime) emitLocked(rec *record) {
 	if len(r.watchers) == 0 {
 		return
 	}
+	ev := r.eventLocked(rec)
+	for i := 0; i < len(r.watchers); {
+		if r.sendLocked(r.watchers[i], ev) {
+			i++
+		} // else sendLocked removed it from r.watchers
+	}
+}
+
+// eventLocked is the event telling rec's current status.
+func (r *Runtime) eventLocked(rec *record) runtime.ContainerEvent {
 	typ := runtime.ContainerStartedEvent
 	if rec.gone || (rec.status != nil && stopped(rec.status)) {
 		typ = runtime.ContainerStoppedEvent
 	}
-	ev := runtime.ContainerEvent{ContainerID: runtime.ContainerID{Type: r.cfg.Type, ID: string(rec.uid)}, Type: typ,
+	return runtime.ContainerEvent{ContainerID: runtime.ContainerID{Type: r.cfg.Type, ID: string(rec.uid)}, Type: typ,
 		PodUID: rec.uid, CreatedAt: r.cfg.Clock.Now(), PodStatus: r.snapshotLocked(rec)}
-	for i := 0; i < len(r.watchers); {
-		w := r.watchers[i]
-		select {
-		case w.ch <- ev:
-			i++
-		default:
-			r.log.Error(nil, "Event stream consumer is stuck; closing its stream")
-			r.dropWatcherLocked(w) // removes w from r.watchers
-		}
+}
+
+// sendLocked hands ev to w without blocking, or closes w's stream if its
+// consumer is Config.EventBuffer events behind, and reports which.
+func (r *Runtime) sendLocked(w *watcher, ev runtime.ContainerEvent) bool {
+	select {
+	case w.ch <- ev:
+		return true
+	default:
+		r.log.Error(nil, "Event stream consumer is stuck; closing its stream")
+		r.dropWatcherLocked(w) // removes w from r.watchers
+		return false
 	}
 }
 

@@ -200,6 +200,23 @@ func TestProviderErrors(t *testing.T) {
 		assert.Equal(t, 2, e.p.Calls("CreatePod"), "retried once the back-off passed")
 		assert.Equal(t, v1.PodRunning, e.status(t, pod).APIStatus.Phase)
 	})
+	t.Run("a failure from before the stream opened reaches the stream", func(t *testing.T) {
+		// The agent's PLEG may subscribe after the first sync failed; a
+		// relist does not list a pod the provider never took.
+		e := newEnv(t, true)
+		e.p.SetError("CreatePod", boom)
+		pod := testPod("web")
+		require.ErrorIs(t, e.rt.SyncPod(context.Background(), pod, nil, nil, e.b).Error(), boom)
+		var ev runtime.ContainerEvent
+		select {
+		case ev = <-e.watch(t):
+		case <-time.After(30 * time.Second): // only keeps a broken test from hanging
+			t.Fatal("the stream told nothing of the failure")
+		}
+		require.NotNil(t, ev.PodStatus)
+		assert.Equal(t, pod.UID, ev.PodUID)
+		assert.Equal(t, provider.ReasonProviderFailed, ev.PodStatus.APIStatus.Reason)
+	})
 	t.Run("a failed create fails a pod that must not restart, as virtual-kubelet", func(t *testing.T) {
 		e := newEnv(t, true)
 		e.p.SetError("CreatePod", boom)
