@@ -151,6 +151,9 @@ func New(c Config) (*Agent, error) {
 	if err := a.setupStatusOwner(); err != nil {
 		return nil, fmt.Errorf("pleg: %w", err)
 	}
+	if err := a.setupEvented(); err != nil {
+		return nil, fmt.Errorf("evented pleg: %w", err)
+	}
 	if a.metrics, err = newAgentMetrics(c.Registerer, c.NodeName); err != nil {
 		return nil, err
 	}
@@ -249,7 +252,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// A first relist before anything reports: the node's first status then
 	// sees a healthy PLEG rather than racing its first relist, so a
 	// simulation on virtual time is reproducible.
-	if a.evented == nil {
+	if !a.owner {
 		_ = a.pleg.Relist(inner)
 	}
 	spawn("pleg", inner, a.runPLEG)

@@ -86,8 +86,20 @@ type Config struct {
 	// SyncErrorBackOff is how long after a failed sync a pod is synced
 	// again (plus jitter). Default 10s, as the kubelet's.
 	SyncErrorBackOff time.Duration
-	// RelistPeriod is the PLEG's relist period. Default 1s.
+	// RelistPeriod is the PLEG's relist period. Default 1s. With the
+	// evented PLEG it applies while the event stream is down.
 	RelistPeriod time.Duration
+	// DisableEventedPLEG turns the evented PLEG off. By default, when the
+	// Runtime streams container events (runtime.ContainerEventer: the CRI's
+	// GetContainerEvents on containerd 2.x, runtime/fake, fakecri) the agent
+	// learns of changes from the stream as they happen and relists only every
+	// StreamingRelistPeriod as a safety net, falling back to RelistPeriod
+	// while the stream is down and reopening it with back-off (package
+	// pleg, EventedPLEG); a runtime that cannot stream is relisted.
+	DisableEventedPLEG bool
+	// StreamingRelistPeriod is the relist period while the event stream
+	// works. Default 5m, as the kubelet's evented mode.
+	StreamingRelistPeriod time.Duration
 	// RuntimeCheckPeriod is how often the runtime's Status is checked; while
 	// it is not ready no pod is synced. Default 5s.
 	RuntimeCheckPeriod time.Duration
@@ -160,7 +172,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("Runtime is required: %w", ErrInvalidConfig)
 	}
 	for _, d := range []time.Duration{c.FileCheckFrequency, c.HTTPCheckFrequency, c.SyncFrequency, c.SyncErrorBackOff,
-		c.RelistPeriod, c.RuntimeCheckPeriod, c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, c.ShutdownTimeout} {
+		c.RelistPeriod, c.StreamingRelistPeriod, c.RuntimeCheckPeriod, c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, c.ShutdownTimeout} {
 		if d < 0 {
 			return fmt.Errorf("negative duration %v: %w", d, ErrInvalidConfig)
 		}

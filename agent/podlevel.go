@@ -37,6 +37,30 @@ func (a *Agent) setupStatusOwner() error {
 	return nil
 }
 
+// setupEvented puts the evented PLEG over the generic one when the runtime
+// streams container events (and is not a status owner, which has its own),
+// unless Config.DisableEventedPLEG: the kubelet's evented mode, events as
+// they happen, a relist every StreamingRelistPeriod as a safety net and at
+// RelistPeriod while the stream is down; a runtime that cannot stream
+// (containerd 1.x) gets plain relisting at RelistPeriod.
+func (a *Agent) setupEvented() error {
+	ev, ok := a.cfg.Runtime.(runtime.ContainerEventer)
+	if a.evented != nil || !ok || a.cfg.DisableEventedPLEG {
+		return nil
+	}
+	// The cache is declared current every RelistPeriod (at most the
+	// kubelet's 2s), as a relist would, so pod workers waiting for newer
+	// status keep the relist mode's pace.
+	e, err := pleg.NewEvented(pleg.EventedConfig{Generic: a.pleg, Events: ev,
+		StreamingRelistPeriod: a.cfg.StreamingRelistPeriod, CacheUpdatePeriod: min(a.cfg.RelistPeriod, pleg.DefaultCacheUpdatePeriod),
+		Registerer: a.cfg.Registerer})
+	if err != nil {
+		return err
+	}
+	a.evented = e
+	return nil
+}
+
 // runPLEG runs the evented PLEG if there is one, else the generic PLEG.
 func (a *Agent) runPLEG(ctx context.Context) error {
 	if a.evented != nil {

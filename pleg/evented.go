@@ -18,6 +18,7 @@ const (
 	DefaultStreamingRelistPeriod    = 5 * time.Minute
 	DefaultStreamingRelistThreshold = 10 * time.Minute
 	DefaultStreamRetryPeriod        = 10 * time.Second
+	DefaultStreamRetryMaxPeriod     = 5 * time.Minute
 	DefaultCacheUpdatePeriod        = 2 * time.Second
 )
 
@@ -34,8 +35,11 @@ type EventedConfig struct {
 	// 5m and 10m, as the kubelet's.
 	StreamingRelistPeriod, StreamingRelistThreshold time.Duration
 	// StreamRetryPeriod is the wait before a broken stream is opened again;
-	// relisting runs at the normal period meanwhile. Default 10s.
-	StreamRetryPeriod time.Duration
+	// relisting runs at the normal period meanwhile. Default 10s. It doubles
+	// with every failure in a row (a stream that fails to open, or breaks
+	// before it delivered an event), up to StreamRetryMaxPeriod (default
+	// 5m), so a runtime whose stream keeps failing is not hammered.
+	StreamRetryPeriod, StreamRetryMaxPeriod time.Duration
 	// CacheUpdatePeriod is how often, while the stream works and no event
 	// is pending, the cache is declared current (Cache.UpdateTime), so that
 	// pod workers waiting for status newer than their last sync wake up
@@ -63,7 +67,7 @@ type EventedPLEG struct {
 
 	streamPeriod, streamThreshold time.Duration
 	period, threshold             time.Duration
-	retry, cacheUpdate            time.Duration
+	retry, retryMax, cacheUpdate  time.Duration
 
 	streaming atomic.Bool
 	running   atomic.Bool
@@ -92,6 +96,7 @@ func NewEvented(c EventedConfig) (*EventedPLEG, error) {
 		{"StreamingRelistPeriod", c.StreamingRelistPeriod, &e.streamPeriod, DefaultStreamingRelistPeriod},
 		{"StreamingRelistThreshold", c.StreamingRelistThreshold, &e.streamThreshold, DefaultStreamingRelistThreshold},
 		{"StreamRetryPeriod", c.StreamRetryPeriod, &e.retry, DefaultStreamRetryPeriod},
+		{"StreamRetryMaxPeriod", c.StreamRetryMaxPeriod, &e.retryMax, DefaultStreamRetryMaxPeriod},
 		{"CacheUpdatePeriod", c.CacheUpdatePeriod, &e.cacheUpdate, DefaultCacheUpdatePeriod},
 	} {
 		switch {
@@ -103,6 +108,7 @@ func NewEvented(c EventedConfig) (*EventedPLEG, error) {
 			*f.dst = f.v
 		}
 	}
+	e.retryMax = max(e.retryMax, e.retry)
 	var err error
 	if e.metrics, err = newStreamMetrics(c.Registerer); err != nil {
 		return nil, err
@@ -145,6 +151,7 @@ func (e *EventedPLEG) Start(ctx context.Context) error {
 			e.g.log.Error(err, "Generic PLEG did not start")
 		}
 	})
+	wait := e.retry
 	for ctx.Err() == nil {
 		ch, err := e.events.WatchContainerEvents(ctx)
 		if errors.Is(err, runtime.ErrNotSupported) {
@@ -163,19 +170,24 @@ func (e *EventedPLEG) Start(ctx context.Context) error {
 			e.setStreaming(true)
 			// Catch what changed before the stream opened.
 			_ = e.g.Relist(ctx)
-			err = e.consume(ctx, ch)
+			var handled int
+			handled, err = e.consume(ctx, ch)
 			e.setStreaming(false)
+			if handled > 0 {
+				wait = e.retry // the stream worked: start the back-off over
+			}
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		e.g.log.Error(err, "Container event stream is down; relisting at the normal period", "retryIn", e.retry)
-		t := e.g.clock.NewTimer(e.retry)
+		e.g.log.Error(err, "Container event stream is down; relisting at the normal period", "retryIn", wait)
+		t := e.g.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 		case <-t.C():
 		}
+		wait = min(2*wait, e.retryMax)
 	}
 	return nil
 }
@@ -195,18 +207,21 @@ func (e *EventedPLEG) setStreaming(on bool) {
 
 var errStreamClosed = errors.New("pleg: container event stream closed")
 
-// consume handles events until the stream closes or ctx ends.
-func (e *EventedPLEG) consume(ctx context.Context, ch <-chan runtime.ContainerEvent) error {
+// consume handles events until the stream closes or ctx ends, and returns
+// how many it handled.
+func (e *EventedPLEG) consume(ctx context.Context, ch <-chan runtime.ContainerEvent) (int, error) {
 	t := e.g.clock.NewTimer(e.cacheUpdate)
 	defer t.Stop()
+	n := 0
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return n, ctx.Err()
 		case ev, ok := <-ch:
 			if !ok {
-				return errStreamClosed
+				return n, errStreamClosed
 			}
+			n++
 			if m := e.metrics; m != nil && !ev.CreatedAt.IsZero() {
 				m.latency.Observe(e.g.clock.Since(ev.CreatedAt).Seconds())
 			}

@@ -229,3 +229,44 @@ func podSpec(uid types.UID, names ...string) *v1.Pod {
 	}
 	return pod
 }
+
+// failingStream is a runtime whose event stream never opens; it records
+// when each attempt was made.
+type failingStream struct {
+	*scriptedLister
+	clk      *clocktesting.FakeClock
+	attempts chan time.Time
+}
+
+func (f failingStream) WatchContainerEvents(context.Context) (<-chan runtime.ContainerEvent, error) {
+	f.attempts <- f.clk.Now()
+	return nil, fmt.Errorf("connection refused")
+}
+
+func TestEventedPLEGReconnectsWithBackOff(t *testing.T) {
+	tp := newTestPLEG(t, nil)
+	fs := failingStream{tp.lister, tp.clock, make(chan time.Time, 20)}
+	e, err := NewEvented(EventedConfig{Generic: tp.GenericPLEG, Events: fs, StreamRetryPeriod: time.Second, StreamRetryMaxPeriod: 4 * time.Second})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+	defer func() { cancel(); require.NoError(t, recv(t, done, "Start to return")) }()
+
+	var at []time.Time
+	for len(at) < 6 {
+		select {
+		case a := <-fs.attempts:
+			at = append(at, a)
+		case <-time.After(time.Millisecond):
+			tp.clock.Step(100 * time.Millisecond)
+		}
+	}
+	var gaps []time.Duration
+	for i := 1; i < len(at); i++ {
+		gaps = append(gaps, at[i].Sub(at[i-1]).Round(time.Second))
+	}
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second}, gaps,
+		"the wait doubles from StreamRetryPeriod up to StreamRetryMaxPeriod")
+	assert.False(t, e.Streaming())
+}

@@ -2,6 +2,9 @@ package fake
 
 import (
 	"context"
+	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -19,8 +22,10 @@ var _ runtime.ContainerEventer = (*Runtime)(nil)
 // deleted), each with the pod's status right after the change, until ctx
 // ends or the stream breaks: a consumer that falls Config.EventBuffer events
 // behind, or BreakContainerEvents. The channel is closed then. A programmed
-// exit is reported when a call first observes it (any read does), not at the
-// moment of the exit itself; seeding with AddRunningPod reports nothing.
+// exit is reported at its time on the clock while a stream is open (or when
+// a call first observes it, whichever comes first), as a real runtime
+// reports an exit when it happens; seeding with AddRunningPod reports
+// nothing.
 func (r *Runtime) WatchContainerEvents(ctx context.Context) (<-chan runtime.ContainerEvent, error) {
 	if err := r.enter(ctx, mWatchContainerEvents, ""); err != nil {
 		return nil, err
@@ -28,6 +33,13 @@ func (r *Runtime) WatchContainerEvents(ctx context.Context) (<-chan runtime.Cont
 	w := &watcher{ch: make(chan runtime.ContainerEvent, r.eventBuffer), done: make(chan struct{})}
 	r.mu.Lock()
 	r.watchers = append(r.watchers, w)
+	// Exits programmed before the stream opened are timed now.
+	now := r.clock.Now()
+	for _, p := range r.pods {
+		for _, c := range p.containers {
+			r.scheduleExit(p, c, now)
+		}
+	}
 	r.mu.Unlock()
 	go func() {
 		select {
@@ -86,4 +98,26 @@ func (r *Runtime) emit(p *podState, c *container, typ runtime.ContainerEventType
 			r.dropWatcher(w)
 		}
 	}
+}
+
+// scheduleExit times c's programmed exit on the clock, once, if a stream is
+// open to report it; r.mu must be held.
+func (r *Runtime) scheduleExit(p *podState, c *container, now time.Time) {
+	clk, ok := r.clock.(clock.WithDelayedExecution)
+	if !ok || len(r.watchers) == 0 || c.exitAt.IsZero() || c.exitScheduled || c.state != runtime.ContainerStateRunning {
+		return
+	}
+	c.exitScheduled = true
+	// A fake clock runs the function inside Step with its lock held, and
+	// settling reads the clock: settle on a goroutine of its own.
+	clk.AfterFunc(c.exitAt.Sub(now), func() {
+		go func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			c.exitScheduled = false
+			if !p.removed {
+				r.settle(p, r.clock.Now())
+			}
+		}()
+	})
 }

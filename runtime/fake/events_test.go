@@ -57,11 +57,15 @@ func TestWatchContainerEvents(t *testing.T) {
 			{runtime.ContainerCreatedEvent, "job"}, {runtime.ContainerStartedEvent, "job"},
 		}, drain(t, events))
 
-		clk.Step(time.Minute)
-		assert.Empty(t, drain(t, events), "a programmed exit is reported when observed")
+		clk.Step(time.Minute - time.Second)
+		synctest.Wait()
+		assert.Empty(t, drain(t, events), "no exit before its time")
+		clk.Step(time.Second)
+		synctest.Wait()
+		assert.Equal(t, []seen{{runtime.ContainerStoppedEvent, "job"}}, drain(t, events), "a programmed exit is reported at its time")
 		_, err = rt.GetPods(context.Background(), true)
 		require.NoError(t, err)
-		assert.Equal(t, []seen{{runtime.ContainerStoppedEvent, "job"}}, drain(t, events))
+		assert.Empty(t, drain(t, events), "and only once")
 
 		pods, err := rt.GetPods(context.Background(), false)
 		require.NoError(t, err)

@@ -64,10 +64,12 @@ type container struct {
 	restarts   int
 	// exitAt, when set, is when a running container exits on its own with
 	// exitWith.
-	exitAt       time.Time
-	exitWith     int
-	ignoreTERM   bool
-	termExitCode int
+	exitAt   time.Time
+	exitWith int
+	// exitScheduled: a clock timer reports the exit to event streams.
+	exitScheduled bool
+	ignoreTERM    bool
+	termExitCode  int
 	// logs is what the container printed, in the CRI log format.
 	logs []byte
 	// readyAt is when unprogrammed commands start to succeed.

@@ -207,6 +207,7 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 	if b.Exit {
 		ctr.exitAt, ctr.exitWith = now.Add(b.ExitAfter), b.ExitCode
 		r.settle(p, now)
+		r.scheduleExit(p, ctr, now)
 	}
 	r.log.V(3).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "id", ctr.id.String())
 	return nil

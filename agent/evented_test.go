@@ -1,0 +1,100 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/cri/fakecri"
+	"github.com/nodekit/nodekit/runtime/fake"
+)
+
+// eventedConfig is fastConfig with relists and resyncs an hour apart, so
+// only the event stream can tell the agent of an exit.
+func eventedConfig(rt *fake.Runtime) Config {
+	c := fastConfig(rt)
+	c.RelistPeriod, c.StreamingRelistPeriod, c.SyncFrequency = time.Hour, time.Hour, time.Hour
+	return c
+}
+
+func TestEventedPLEGIsTheDefaultForStreamingRuntimes(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	c := eventedConfig(rt)
+	a, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.pleg.(*pleg.EventedPLEG); !ok {
+		t.Fatalf("pleg is %T, want the evented PLEG", a.pleg)
+	}
+	c.DisableEventedPLEG = true
+	if a, _ = New(c); a == nil {
+		t.Fatal("New failed")
+	}
+	if _, ok := a.pleg.(*pleg.GenericPLEG); !ok {
+		t.Fatalf("pleg is %T with DisableEventedPLEG, want the generic PLEG", a.pleg)
+	}
+}
+
+func TestExitReachesStatusThroughTheEventStream(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	rt.SetContainerBehavior("job", fake.Behavior{Exit: true, ExitAfter: 3 * time.Second})
+	r := start(t, eventedConfig(rt))
+	pod := newPod("evented-job", v1.RestartPolicyNever, "job")
+	r.set(pod)
+	waitFor(t, "pod running", func() bool { return r.phase(pod.UID) == v1.PodRunning })
+	relists := rt.CallCount("GetPods")
+	waitFor(t, "pod succeeded without a relist", func() bool { return r.phase(pod.UID) == v1.PodSucceeded })
+	// Housekeeping lists running pods (all=false) every 2s; the PLEG's
+	// relist (all=true) would be the hour-long one.
+	if n := rt.CallCount("GetPods") - relists; n > 2 {
+		t.Fatalf("%d GetPods calls while waiting for the exit", n)
+	}
+}
+
+func TestBrokenEventStreamFallsBackToRelisting(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	c := eventedConfig(rt)
+	c.RelistPeriod = 20 * time.Millisecond // the fallback pace
+	r := start(t, c)
+	pod := newPod("evented-fallback", v1.RestartPolicyNever, "app")
+	r.set(pod)
+	waitFor(t, "pod running", func() bool { return r.phase(pod.UID) == v1.PodRunning })
+	waitFor(t, "streaming", r.a.pleg.(*pleg.EventedPLEG).Streaming)
+
+	rt.BreakContainerEvents() // reopened only after 10s
+	waitFor(t, "stream down", func() bool { return !r.a.pleg.(*pleg.EventedPLEG).Streaming() })
+	if err := rt.ExitContainer(pod.UID, "app", 3, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the exit seen by a relist", func() bool { return r.phase(pod.UID) == v1.PodFailed })
+}
+
+// On a CRI runtime (the in-process fakecri server, which streams
+// GetContainerEvents) an exit reaches the pod's status from the stream.
+func TestExitReachesStatusThroughCRIEvents(t *testing.T) {
+	srv, err := fakecri.NewServer(fakecri.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, srv.Close()) })
+	rt, err := cri.New(context.Background(), cri.Config{Endpoint: srv.Endpoint(), PodLogsRoot: t.TempDir(), PodsRoot: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close() })
+	c := fastConfig(rt)
+	c.RelistPeriod, c.StreamingRelistPeriod, c.SyncFrequency = time.Hour, time.Hour, time.Hour
+	r := start(t, c)
+	pod := newPod("cri-evented", v1.RestartPolicyNever, "app")
+	r.set(pod)
+	waitFor(t, "pod running", func() bool { return r.phase(pod.UID) == v1.PodRunning })
+	require.True(t, r.a.pleg.(*pleg.EventedPLEG).Streaming())
+	id := r.pod(pod.UID).Status.ContainerStatuses[0].ContainerID
+	cid, err := runtime.ParseContainerID(id)
+	require.NoError(t, err)
+	require.NoError(t, srv.Exit(cid.ID, 0))
+	waitFor(t, "pod succeeded from the event", func() bool { return r.phase(pod.UID) == v1.PodSucceeded })
+}
