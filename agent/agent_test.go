@@ -50,7 +50,7 @@ type running struct {
 	once   sync.Once
 }
 
-func start(t *testing.T, c Config) *running {
+func start(t testing.TB, c Config) *running {
 	t.Helper()
 	a, err := New(c)
 	if err != nil {
@@ -79,7 +79,7 @@ func (r *running) set(pods ...*v1.Pod) {
 
 // waitFor polls cond until it holds; the deadline only keeps a broken test
 // from hanging.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {

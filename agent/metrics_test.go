@@ -66,9 +66,6 @@ func TestAgentMetricsAfterAPodStarts(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	c := fastConfig(rt)
 	c.Registerer = reg
-	// The running gauges come from relists; in evented mode they would
-	// wait for the 5m safety-net relist.
-	c.DisableEventedPLEG = true
 	r := start(t, c)
 	pod := newPod("metrics", v1.RestartPolicyAlways, "a", "b")
 	pod.Spec.InitContainers = []v1.Container{{Name: "init", Image: "img-init"}}

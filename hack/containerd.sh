@@ -14,6 +14,11 @@
 # one temp directory. No registry is needed: a pause image and a busybox image
 # are built from busybox-static as OCI archives and imported.
 # Needs root and: containerd runc containernetworking-plugins busybox-static.
+#
+# NODEKIT_CONTAINERD_BIN, if set, is a directory with containerd, its
+# containerd-shim-runc-v2 and ctr to use instead of those on PATH (containerd
+# 2.x from hack/containerd2.sh: it streams container events). Give a second
+# instance its own NODEKIT_BRIDGE and NODEKIT_SUBNET.
 set -euo pipefail
 
 PAUSE_IMAGE=${NODEKIT_PAUSE_IMAGE:-nodekit.local/pause:1}
@@ -21,6 +26,9 @@ TEST_IMAGE=${NODEKIT_TEST_IMAGE:-nodekit.local/busybox:1}
 BRIDGE=${NODEKIT_BRIDGE:-nodekit0}
 SUBNET=${NODEKIT_SUBNET:-10.244.77.0/24}
 CNI_BIN=${NODEKIT_CNI_BIN:-/usr/lib/cni}
+if [ -n "${NODEKIT_CONTAINERD_BIN:-}" ]; then
+	export PATH="$NODEKIT_CONTAINERD_BIN:$PATH" # its shim, too
+fi
 
 log() { echo "containerd.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -79,6 +87,56 @@ write_config() {
 	local runc; runc=$(command -v runc) || die "runc not found: apt-get install -y runc"
 	mkdir -p "$D/cni/conf" "$D/cni/ipam"
 	echo "$BRIDGE" >"$D/bridge" # for down
+	echo "${NODEKIT_CONTAINERD_BIN:-}" >"$D/bin" # for down
+	if containerd --version | grep -q ' v2\.'; then
+		cat >"$D/config.toml" <<TOML
+version = 3
+root = "$D/root"
+state = "$D/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+
+[grpc]
+  address = "$D/containerd.sock"
+
+[ttrpc]
+  address = "$D/containerd.sock.ttrpc"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$D/opt"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "$PAUSE_IMAGE"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  enable_selinux = false
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = "$runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["$CNI_BIN"]
+    conf_dir = "$D/cni/conf"
+    max_conf_num = 1
+TOML
+	else
+		write_config_v2 "$runc"
+	fi
+	write_cni
+}
+
+write_config_v2() {
+	local runc=$1
 	cat >"$D/config.toml" <<TOML
 version = 2
 root = "$D/root"
@@ -113,6 +171,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     conf_dir = "$D/cni/conf"
     max_conf_num = 1
 TOML
+}
+
+write_cni() {
 	cat >"$D/cni/conf/10-nodekit.conflist" <<JSON
 {
   "cniVersion": "0.4.0",
@@ -216,6 +277,7 @@ down() {
 	D=${1:-${NODEKIT_CONTAINERD_DIR:-}}
 	[ -n "$D" ] || die "usage: containerd.sh down DIR (or set NODEKIT_CONTAINERD_DIR)"
 	[ -f "$D/config.toml" ] || die "$D is not a directory made by containerd.sh up"
+	if [ -s "$D/bin" ]; then PATH="$(cat "$D/bin"):$PATH"; fi
 	local netns="" c pid m
 	if [ -S "$D/containerd.sock" ] && ctr --address "$D/containerd.sock" version >/dev/null 2>&1; then
 		for c in $(ctr_ containers ls -q 2>/dev/null); do
@@ -247,7 +309,7 @@ down() {
 		umount -l "$m" 2>/dev/null || true
 		rm -f "$m"
 	done
-	[ -f "$D/bridge" ] && BRIDGE=$(cat "$D/bridge")
+	if [ -f "$D/bridge" ]; then BRIDGE=$(cat "$D/bridge"); fi
 	# iproute2 may be missing; busybox has an ip applet.
 	if command -v ip >/dev/null; then ip link delete "$BRIDGE" >/dev/null 2>&1 || true; else busybox ip link delete "$BRIDGE" >/dev/null 2>&1 || true; fi
 	rm -rf "$D"

@@ -251,6 +251,11 @@ func (e *EventedPLEG) handle(ev runtime.ContainerEvent) {
 	}
 	uid := ev.PodUID
 	cid := ev.ContainerID.String()
+	var old *runtime.PodStatus
+	m := e.g.metrics
+	if m != nil {
+		old, _ = e.g.cache.Get(uid)
+	}
 	if ev.Type == runtime.ContainerDeletedEvent {
 		sandbox := false
 		for _, s := range st.SandboxStatuses {
@@ -258,8 +263,13 @@ func (e *EventedPLEG) handle(ev runtime.ContainerEvent) {
 		}
 		if sandbox {
 			e.g.cache.Delete(uid)
+			st = nil
 		} else {
 			e.g.cache.Set(uid, e.g.keepIPs(uid, st), nil, ev.CreatedAt)
+		}
+		if m != nil {
+			m.addStatus(old, -1)
+			m.addStatus(st, 1)
 		}
 		e.send(PodLifecycleEvent{ID: uid, Type: ContainerDied, ContainerID: cid})
 		e.send(PodLifecycleEvent{ID: uid, Type: ContainerRemoved, ContainerID: cid})
@@ -267,6 +277,10 @@ func (e *EventedPLEG) handle(ev runtime.ContainerEvent) {
 	}
 	if !e.g.cache.Set(uid, e.g.keepIPs(uid, st), nil, ev.CreatedAt) {
 		return // the cache holds newer status; the event is stale
+	}
+	if m != nil {
+		m.addStatus(old, -1)
+		m.addStatus(st, 1)
 	}
 	switch ev.Type {
 	case runtime.ContainerStartedEvent:

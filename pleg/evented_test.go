@@ -270,3 +270,32 @@ func TestEventedPLEGReconnectsWithBackOff(t *testing.T) {
 		"the wait doubles from StreamRetryPeriod up to StreamRetryMaxPeriod")
 	assert.False(t, e.Streaming())
 }
+
+func TestEventedPLEGKeepsRunningGaugesBetweenRelists(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	f := newEventedFixtureWith(t, reg)
+	defer f.stop()
+	require.Eventually(t, func() bool { return f.e.Streaming() && f.relists.Load() == 2 }, guard, time.Millisecond)
+	pod := podSpec("uid-gauge", "a", "b")
+	require.NoError(t, f.rt.SyncPod(context.Background(), pod, nil, nil, nil).Error())
+	gauge := func(name, state string) float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if mf.GetName() == name && (state == "" || m.GetLabel()[0].GetValue() == state) {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		return -1
+	}
+	require.Eventually(t, func() bool {
+		return gauge("kubelet_running_containers", "running") == 2 && gauge("kubelet_running_pods", "") == 1
+	}, guard, time.Millisecond, "both containers and the pod counted from the events")
+	require.NoError(t, f.rt.ExitContainer(pod.UID, "a", 0, ""))
+	require.Eventually(t, func() bool {
+		return gauge("kubelet_running_containers", "running") == 1 && gauge("kubelet_running_containers", "exited") == 1
+	}, guard, time.Millisecond, "the exit moves one container from running to exited")
+	assert.Equal(t, int32(2), f.relists.Load(), "no relist in between")
+}

@@ -120,3 +120,31 @@ func newStreamMetrics(reg prometheus.Registerer) (*streamMetrics, error) {
 	}
 	return m, nil
 }
+
+// addStatus adds sign (1 or -1) times what st counts towards the running
+// gauges: between relists the evented PLEG moves them by the difference
+// between a pod's cached status and the one an event brings, as the
+// kubelet's evented PLEG updates them from each event.
+func (m *relistMetrics) addStatus(st *runtime.PodStatus, sign float64) {
+	if st == nil {
+		return
+	}
+	for _, s := range st.SandboxStatuses {
+		if s.State == runtime.SandboxStateReady {
+			m.runningPods.Add(sign)
+			break
+		}
+	}
+	for _, c := range st.ContainerStatuses {
+		switch c.State {
+		case runtime.ContainerStateRunning:
+			m.running.Add(sign)
+		case runtime.ContainerStateExited:
+			m.exited.Add(sign)
+		case runtime.ContainerStateCreated:
+			m.created.Add(sign)
+		default:
+			m.unknown.Add(sign)
+		}
+	}
+}
