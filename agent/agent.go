@@ -256,6 +256,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = a.pleg.Relist(inner)
 	}
 	spawn("pleg", inner, a.runPLEG)
+	if gc, ok := c.Runtime.(runtime.GarbageCollector); ok && c.ContainerGCPeriod > 0 {
+		spawn("container-gc", inner, func(ctx context.Context) error { return a.runContainerGC(ctx, gc, ready.AllReady) })
+	}
+	if ir, ok := c.Runtime.(imageRuntime); ok && c.ImageGCPeriod > 0 {
+		spawn("image-gc", inner, func(ctx context.Context) error { return a.runImageGC(ctx, newImageGC(ir, c)) })
+	}
 	nodeErr := make(chan error, 1)
 	if a.node != nil {
 		if a.metrics != nil && a.metrics.node != nil {

@@ -128,6 +128,27 @@ type Config struct {
 	// it to DefaultAdmitHandlers(c); a non-nil list is used as it is.
 	AdmitHandlers []admission.PodAdmitHandler
 
+	// ContainerGCPeriod is how often dead containers are collected when the
+	// Runtime is a runtime.GarbageCollector, the kubelet's 1m; negative: no
+	// periodic container GC.
+	ContainerGCPeriod time.Duration
+	// ContainerGCPolicy bounds the dead containers kept. nil:
+	// DefaultContainerGCPolicy, the kubelet's (min age 0, one dead instance
+	// per container, no overall limit).
+	ContainerGCPolicy *runtime.GCPolicy
+	// ImageGCPeriod is how often the image filesystem is checked when the
+	// Runtime manages images and reports their filesystem
+	// (runtime.ImageService and runtime.ImageFsInfoer), the kubelet's 5m;
+	// negative: no image GC.
+	ImageGCPeriod time.Duration
+	// ImageGCHighThresholdPercent is the image filesystem usage at which
+	// unused images are removed, least recently used first, until usage is
+	// ImageGCLowThresholdPercent. Defaults 85 and 80, as the kubelet's.
+	ImageGCHighThresholdPercent, ImageGCLowThresholdPercent int
+	// ImageMinimumGCAge is how long an unused image is kept at least.
+	// Default 2m, as the kubelet's.
+	ImageMinimumGCAge time.Duration
+
 	// TerminateOnExit stops every pod gracefully when Run's context ends,
 	// before Run returns. Default false: pods are left running, as when the
 	// kubelet restarts.
@@ -202,6 +223,22 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxPods == 0 {
 		c.MaxPods = 110
+	}
+	if c.ContainerGCPolicy == nil {
+		p := DefaultContainerGCPolicy
+		c.ContainerGCPolicy = &p
+	}
+	def(&c.ContainerGCPeriod, DefaultContainerGCPeriod)
+	def(&c.ImageGCPeriod, DefaultImageGCPeriod)
+	def(&c.ImageMinimumGCAge, DefaultImageMinimumGCAge)
+	if c.ImageGCHighThresholdPercent == 0 {
+		c.ImageGCHighThresholdPercent = DefaultImageGCHighThreshold
+	}
+	if c.ImageGCLowThresholdPercent == 0 {
+		c.ImageGCLowThresholdPercent = DefaultImageGCLowThreshold
+	}
+	if h, l := c.ImageGCHighThresholdPercent, c.ImageGCLowThresholdPercent; h < 0 || h > 100 || l < 0 || l > h {
+		return fmt.Errorf("image GC thresholds high %d, low %d: want 0 <= low <= high <= 100: %w", h, l, ErrInvalidConfig)
 	}
 	if c.AdmitHandlers == nil {
 		c.AdmitHandlers = DefaultAdmitHandlers(*c)

@@ -19,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/internal/testenv"
-	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -83,8 +82,8 @@ func eventedOnContainerd(t testing.TB, relist bool) (*running, *countingRuntime,
 	c := Config{NodeName: "evented-" + suffix, Runtime: rt, Sources: []string{src}, TerminateOnExit: true, DisableEventedPLEG: relist,
 		ShutdownTimeout: 30 * time.Second, CrashLoopBackOffInitial: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond}
 	r := start(t, c)
-	if _, ok := r.a.pleg.(*pleg.EventedPLEG); ok == relist {
-		t.Fatalf("pleg %T with DisableEventedPLEG %v", r.a.pleg, relist)
+	if (r.a.evented == nil) != relist {
+		t.Fatalf("evented PLEG %v with DisableEventedPLEG %v", r.a.evented != nil, relist)
 	}
 	return r, rt, runtimeapi.NewRuntimeServiceClient(conn), suffix
 }

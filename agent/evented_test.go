@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/cri/fakecri"
@@ -30,15 +29,15 @@ func TestEventedPLEGIsTheDefaultForStreamingRuntimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := a.pleg.(*pleg.EventedPLEG); !ok {
-		t.Fatalf("pleg is %T, want the evented PLEG", a.pleg)
+	if a.evented == nil {
+		t.Fatal("no evented PLEG on a streaming runtime")
 	}
 	c.DisableEventedPLEG = true
 	if a, _ = New(c); a == nil {
 		t.Fatal("New failed")
 	}
-	if _, ok := a.pleg.(*pleg.GenericPLEG); !ok {
-		t.Fatalf("pleg is %T with DisableEventedPLEG, want the generic PLEG", a.pleg)
+	if a.evented != nil {
+		t.Fatal("an evented PLEG with DisableEventedPLEG")
 	}
 }
 
@@ -66,10 +65,10 @@ func TestBrokenEventStreamFallsBackToRelisting(t *testing.T) {
 	pod := newPod("evented-fallback", v1.RestartPolicyNever, "app")
 	r.set(pod)
 	waitFor(t, "pod running", func() bool { return r.phase(pod.UID) == v1.PodRunning })
-	waitFor(t, "streaming", r.a.pleg.(*pleg.EventedPLEG).Streaming)
+	waitFor(t, "streaming", r.a.evented.Streaming)
 
 	rt.BreakContainerEvents() // reopened only after 10s
-	waitFor(t, "stream down", func() bool { return !r.a.pleg.(*pleg.EventedPLEG).Streaming() })
+	waitFor(t, "stream down", func() bool { return !r.a.evented.Streaming() })
 	if err := rt.ExitContainer(pod.UID, "app", 3, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +90,7 @@ func TestExitReachesStatusThroughCRIEvents(t *testing.T) {
 	pod := newPod("cri-evented", v1.RestartPolicyNever, "app")
 	r.set(pod)
 	waitFor(t, "pod running", func() bool { return r.phase(pod.UID) == v1.PodRunning })
-	require.True(t, r.a.pleg.(*pleg.EventedPLEG).Streaming())
+	require.True(t, r.a.evented.Streaming())
 	id := r.pod(pod.UID).Status.ContainerStatuses[0].ContainerID
 	cid, err := runtime.ParseContainerID(id)
 	require.NoError(t, err)

@@ -69,6 +69,23 @@ type Image struct {
 	ID       string
 	RepoTags []string
 	Size     uint64
+	// Pinned images (the sandbox image, for one) are never garbage
+	// collected.
+	Pinned bool
+}
+
+// ImageFsStats is the usage of the filesystem that holds images.
+type ImageFsStats struct {
+	// UsedBytes is what the images take; CapacityBytes the filesystem's
+	// size (0: unknown).
+	UsedBytes, CapacityBytes uint64
+}
+
+// ImageFsInfoer is implemented by runtimes that report their image
+// filesystem's usage (the CRI's ImageFsInfo); image garbage collection
+// needs it.
+type ImageFsInfoer interface {
+	ImageFsInfo(ctx context.Context) (ImageFsStats, error)
 }
 
 // ImageService is implemented by runtimes that manage images.

@@ -179,7 +179,7 @@ func (m *Manager) ListImages(ctx context.Context) ([]runtime.Image, error) {
 	}
 	out := make([]runtime.Image, 0, len(resp.Images))
 	for _, i := range resp.Images {
-		out = append(out, runtime.Image{ID: i.Id, RepoTags: i.RepoTags, Size: i.Size})
+		out = append(out, runtime.Image{ID: i.Id, RepoTags: i.RepoTags, Size: i.Size, Pinned: i.Pinned})
 	}
 	return out, nil
 }
@@ -192,4 +192,31 @@ func (m *Manager) RemoveImage(ctx context.Context, image string) error {
 		return wrapErr("RemoveImage", err)
 	}
 	return nil
+}
+
+var _ runtime.ImageFsInfoer = (*Manager)(nil)
+
+// ImageFsInfo reports the image filesystems' usage (CRI ImageFsInfo) and
+// their capacity, from statfs of their mount points as the kubelet's
+// cadvisor does; a mount point this process cannot stat (a runtime on
+// another host) leaves the capacity 0.
+func (m *Manager) ImageFsInfo(ctx context.Context) (runtime.ImageFsStats, error) {
+	ctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	resp, err := m.img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	if err != nil {
+		return runtime.ImageFsStats{}, wrapErr("ImageFsInfo", err)
+	}
+	var st runtime.ImageFsStats
+	seen := map[string]bool{}
+	for _, fs := range resp.GetImageFilesystems() {
+		st.UsedBytes += fs.GetUsedBytes().GetValue()
+		mp := fs.GetFsId().GetMountpoint()
+		if mp == "" || seen[mp] {
+			continue
+		}
+		seen[mp] = true
+		st.CapacityBytes += fsCapacity(mp)
+	}
+	return st, nil
 }

@@ -207,6 +207,8 @@ type Runtime struct {
 	byImage    map[string]Behavior
 	byName     map[string]Behavior
 	images     map[string]string // reference -> image ID
+	pinned     map[string]bool   // reference -> pinned
+	imageFsCap uint64
 	pods       map[types.UID]*podState
 	order      []*podState // creation order, for GetPods
 	seq        uint64

@@ -117,10 +117,42 @@ func (r *Runtime) ListImages(ctx context.Context) ([]runtime.Image, error) {
 	defer r.mu.Unlock()
 	out := make([]runtime.Image, 0, len(r.images))
 	for ref, id := range r.images {
-		out = append(out, runtime.Image{ID: id, RepoTags: []string{ref}, Size: 1 << 20})
+		out = append(out, runtime.Image{ID: id, RepoTags: []string{ref}, Size: imageSize, Pinned: r.pinned[ref]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].RepoTags[0] < out[j].RepoTags[0] })
 	return out, nil
+}
+
+// imageSize is the size of every image of the fake.
+const imageSize = 1 << 20
+
+var _ runtime.ImageFsInfoer = (*Runtime)(nil)
+
+// ImageFsInfo reports 1 MiB per image present, on a filesystem of the
+// capacity SetImageFsCapacity gave (0, unknown, until then).
+func (r *Runtime) ImageFsInfo(context.Context) (runtime.ImageFsStats, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return runtime.ImageFsStats{UsedBytes: uint64(len(r.images)) * imageSize, CapacityBytes: r.imageFsCap}, nil
+}
+
+// SetImageFsCapacity sets the image filesystem's capacity ImageFsInfo
+// reports, for image garbage collection tests.
+func (r *Runtime) SetImageFsCapacity(bytes uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.imageFsCap = bytes
+}
+
+// SetImagePinned marks the image of reference ref pinned (ListImages
+// reports it so) or not.
+func (r *Runtime) SetImagePinned(ref string, pinned bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pinned == nil {
+		r.pinned = map[string]bool{}
+	}
+	r.pinned[ref] = pinned
 }
 
 // RemoveImage removes an image by reference or ID; an image that is not

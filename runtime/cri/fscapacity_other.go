@@ -1,0 +1,5 @@
+//go:build !unix
+
+package cri
+
+func fsCapacity(string) uint64 { return 0 }
