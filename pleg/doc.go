@@ -47,24 +47,8 @@
 // generic PLEG relists slowly (5 min) as a safety net, and at its normal
 // period while the stream is down until it is opened again.
 //
-// Usage:
-//
-//	cache := runtime.NewCache()
-//	p, err := pleg.New(pleg.Config{Runtime: rt, Cache: cache, Log: log})
-//	if err != nil { ... }
-//	go p.Start(ctx) // relists until ctx ends
-//	for {
-//		select {
-//		case e := <-p.Watch():
-//			// sync pod e.ID; its worker waits for cache.GetNewerThan(...)
-//		case <-ctx.Done():
-//			return
-//		}
-//	}
-//
-// Tests drive it without Start: call Relist(ctx) and read Watch(). With a
-// streaming runtime, wrap the generic PLEG and start the wrapper instead:
-//
-//	e, err := pleg.NewEvented(pleg.EventedConfig{Generic: p, Events: rt})
-//	go e.Start(ctx) // runs p too; e.Watch() is p.Watch()
+// Usage: ExampleNew relists an in-memory runtime and reads the events (a
+// test drives the PLEG so, with Relist and Watch, without Start); a program
+// runs Start(ctx) on a goroutine instead. ExampleNewEvented wraps the generic
+// PLEG for a streaming runtime and starts the wrapper, which runs both.
 package pleg

@@ -37,16 +37,7 @@
 // apiserver (pods bound to the node, list then watch). Package staticpod
 // decodes, defaults and validates manifests for the first two.
 //
-// Usage:
-//
-//	cfg, err := podconfig.NewPodConfig(podconfig.Incremental, podconfig.Options{Log: log})
-//	if err != nil { ... }
-//	fileSrc, err := file.New(file.Config{Path: "/etc/kubernetes/manifests", NodeName: node})
-//	if err != nil { ... }
-//	go fileSrc.Run(ctx, cfg.Channel(ctx, podutil.FileSource))
-//	ready := podconfig.NewSourcesReady(cfg.SeenAllSources)
-//	for u := range cfg.Updates() {
-//		ready.AddSource(u.Source)
-//		// dispatch u.Op on u.Pods
-//	}
+// Usage: ExampleNewPodConfig feeds a source's channel and reads the merged
+// updates; a file source (package podconfig/file) runs on the channel of
+// podutil.FileSource.
 package podconfig

@@ -37,20 +37,10 @@
 // update's StartTime to the end of the sync that realized it) and
 // kubelet_restarted_pods_total{static}; without one, no metrics.
 //
-// Usage:
-//
-//	queue := podworkers.NewQueue(clk)
-//	pw, err := podworkers.New(podworkers.Config{
-//		Syncer:    agent,        // implements PodSyncer
-//		Cache:     statusCache,  // the cache the PLEG writes
-//		WorkQueue: queue,        // shared with syncloop.Config.WorkQueue
-//		Clock:     clk,
-//	})
-//	if err != nil { ... }
-//	go pw.Run(ctx)
-//	pw.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: pod})
-//	...
-//	known := pw.SyncKnownPods(desiredPods) // from housekeeping
+// Usage: ExampleNew runs one pod through the workers with a PodSyncer of
+// the caller's (see PodSyncer for what one must do); in an agent the Queue
+// is shared with syncloop.Config.WorkQueue, the Cache is the one the PLEG
+// writes, and housekeeping calls SyncKnownPods with the desired pods.
 //
 // Package podworkerstest has a recording PodSyncer for tests.
 package podworkers

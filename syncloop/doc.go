@@ -28,15 +28,8 @@
 // RunOnce is the run-once mode: run the static pods of the first update
 // until each is running, report per pod, and return.
 //
-// Usage:
-//
-//	loop, err := syncloop.New(syncloop.Config{
-//		Pods:          podManager,            // GetPodByUID
-//		PLEG:          genericPLEG.Watch(),
-//		WorkQueue:     queue,                 // the podworkers.Queue the workers fill
-//		SourcesReady:  podconfig.NewSourcesReady(cfg.SeenAllSources),
-//		RuntimeErrors: agent.RuntimeErrors,
-//	})
-//	if err != nil { ... }
-//	err = loop.Run(ctx, cfg.Updates(), agent) // agent implements Handler
+// Usage: ExampleLoop_Run feeds a loop updates and prints what its Handler
+// gets. In an agent, Config.Pods is the pod manager (package podmanager),
+// PLEG the PLEG's Watch(), WorkQueue the pod workers' Queue, SourcesReady
+// podconfig.NewSourcesReady(cfg.SeenAllSources).
 package syncloop

@@ -46,14 +46,10 @@
 // Not (yet) covered: lifecycle hooks, probes, QoS OOM scores, removal of
 // single containers' log files.
 //
-// Usage:
-//
-//	m, err := cri.New(ctx, cri.Config{Endpoint: "unix:///run/containerd/containerd.sock"})
-//	if errors.Is(err, cri.ErrRuntimeUnavailable) { /* retry later */ }
-//	defer m.Close()
-//	st, _ := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
-//	res := m.SyncPod(ctx, pod, st, nil, backoff)
-//	if err := res.Error(); err != nil { reason := runtime.Reason(err) ... }
+// Usage: ExampleNew runs a pod over the in-process fake CRI server
+// (runtime/cri/fakecri); against containerd only Config.Endpoint changes
+// (a runtime not up yet gives an error wrapping ErrRuntimeUnavailable). A
+// failed step's reason for the container status is runtime.Reason(err).
 //
 // Tests use the fake runtime in runtime/cri/fakecri, or a real containerd
 // started by hack/containerd.sh (see internal/testenv).

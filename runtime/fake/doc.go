@@ -19,14 +19,8 @@
 // Latencies and grace periods of containers that ignore TERM block the call
 // on the clock until it is stepped or ctx ends.
 //
-// Usage:
-//
-//	clk := clocktesting.NewFakeClock(time.Now())
-//	rt, _ := fake.New(fake.Config{Clock: clk})
-//	rt.SetImageBehavior("busybox:1", fake.Behavior{Exit: true, ExitAfter: time.Minute, ExitCode: 1})
-//	res := rt.SyncPod(ctx, pod, nil, nil, backoff) // sandbox, then containers
-//	clk.Step(time.Minute)                           // the container has exited now
-//	st, _ := rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+// Usage: the package Example makes a container crash a minute after it
+// starts and walks it into crash-loop back-off on a fake clock.
 //
 // Where the fake differs from a real runtime:
 //   - No processes, images, volumes or port-forward; an image is a name,
