@@ -31,6 +31,11 @@ func newKubeletPodConfig(ctx context.Context) (*kconfig.PodConfig, kubeletSource
 	return c, kubeletSource{reflect.ValueOf(c.Channel(ctx, kubetypes.ApiserverSource))}
 }
 
+// close ends the source: the kubelet's mux goroutine returns when its
+// channel is closed, not when its context is cancelled, and would keep the
+// PodConfig and its pods alive.
+func (s kubeletSource) close() { s.ch.Close() }
+
 func (s kubeletSource) set(pods []*v1.Pod) {
 	u := reflect.New(s.ch.Type().Elem()).Elem()
 	u.FieldByName("Pods").Set(reflect.ValueOf(pods))
@@ -54,6 +59,7 @@ func kubeletSet(n int) func(b *testing.B) {
 			}
 			m.stop()
 			cancel()
+			src.close()
 			m.start()
 		}
 	}
@@ -94,6 +100,7 @@ func kubeletSetOneChanged(n int) func(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		c, src := newKubeletPodConfig(ctx)
+		defer src.close()
 		src.set(workloadPods(n, -1, ""))
 		<-c.Updates()
 		m.reset()
