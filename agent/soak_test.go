@@ -81,11 +81,6 @@ func TestSoakChurnWithRuntimeFaults(t *testing.T) {
 	rt := &faultCounter{Runtime: frt}
 	c := fastConfig(rt)
 	c.MaxPods = batch
-	// Relisting: with the evented PLEG, the cache entries and PLEG records
-	// of pods the runtime removed go only at the 5-minute safety-net
-	// relist (the fake reports no sandbox deletion), longer than this
-	// test waits for the heap to settle.
-	c.DisableEventedPLEG = true
 	c.TerminateOnExit = true
 	c.ShutdownTimeout = 20 * time.Second
 	r := start(t, c)

@@ -34,18 +34,9 @@
 // Where it sits: podconfig -> syncloop -> podworkers -> agent -> Runtime, with
 // pleg relisting the Runtime into the Cache.
 //
-// A minimal provider:
-//
-//	type myProvider struct{ ... }
-//
-//	func (p *myProvider) Type() string { return "my-provider" }
-//	func (p *myProvider) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error) { ... }
-//	func (p *myProvider) GetPodStatus(ctx context.Context, uid types.UID, name, ns string) (*runtime.PodStatus, error) { ... }
-//	func (p *myProvider) SyncPod(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, _ []v1.Secret, b *runtime.Backoff) runtime.PodSyncResult {
-//		actions := runtime.ComputePodActions(pod, st)
-//		// create what actions asks for, record each step in the result
-//	}
-//	...
-//
-//	var _ runtime.Runtime = (*myProvider)(nil)
+// A complete Runtime of a few hundred lines, processes instead of
+// containers, is examples/provider/procruntime: GetPods and GetPodStatus
+// from its own state, SyncPod doing what ComputePodActions asks and
+// recording each step in the PodSyncResult, KillPod with
+// EffectiveGracePeriod; runtime/fake is the in-memory one, with an Example.
 package runtime

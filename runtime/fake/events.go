@@ -19,7 +19,8 @@ type watcher struct {
 var _ runtime.ContainerEventer = (*Runtime)(nil)
 
 // WatchContainerEvents streams container events (created, started, stopped,
-// deleted), each with the pod's status right after the change, until ctx
+// deleted; a removed pod's sandboxes are deleted too, as containerd 2.x
+// reports them), each with the pod's status right after the change, until ctx
 // ends or the stream breaks: a consumer that falls Config.EventBuffer events
 // behind, or BreakContainerEvents. The channel is closed then. A programmed
 // exit is reported at its time on the clock while a stream is open (or when
@@ -83,13 +84,19 @@ func (r *Runtime) dropWatcher(w *watcher) {
 // emit reports a change of c to every watcher; a watcher whose buffer is
 // full loses its stream. r.mu must be held.
 func (r *Runtime) emit(p *podState, c *container, typ runtime.ContainerEventType) {
+	r.emitID(p, c.id, typ)
+}
+
+// emitID reports a change of the container or sandbox id; r.mu must be
+// held.
+func (r *Runtime) emitID(p *podState, id runtime.ContainerID, typ runtime.ContainerEventType) {
 	if len(r.watchers) == 0 {
 		return
 	}
 	now := r.clock.Now()
 	st := &runtime.PodStatus{ID: p.uid, TimeStamp: now}
 	r.snapshot(p, st)
-	ev := runtime.ContainerEvent{ContainerID: c.id, Type: typ, PodUID: p.uid, CreatedAt: now, PodStatus: st}
+	ev := runtime.ContainerEvent{ContainerID: id, Type: typ, PodUID: p.uid, CreatedAt: now, PodStatus: st}
 	for _, w := range append([]*watcher(nil), r.watchers...) {
 		select {
 		case w.ch <- ev:

@@ -181,6 +181,11 @@ func (r *Runtime) removePod(p *podState) {
 		r.emit(p, c, runtime.ContainerDeletedEvent)
 		delete(r.execPods, c.id)
 	}
+	// As containerd 2.x, the sandbox's deletion is a container event too:
+	// an evented PLEG forgets the pod on it.
+	for _, sb := range p.sandboxes {
+		r.emitID(p, runtime.ContainerID{Type: r.typ, ID: sb.id}, runtime.ContainerDeletedEvent)
+	}
 	// Compact the order once a quarter of it is dead, so removal stays O(1)
 	// amortized.
 	if dead := len(r.order) - len(r.pods); dead > 16 && dead*4 > len(r.order) {

@@ -17,16 +17,9 @@
 //   - the timeout each StopContainer received (StopTimeout) and the image
 //     and credential of each pull (Pulls).
 //
-// Usage:
-//
-//	srv, err := fakecri.NewServer(fakecri.Config{})
-//	if err != nil { ... }
-//	defer srv.Close()
-//	srv.Images.SetFakeImages([]string{"busybox"})
-//	mgr, err := cri.New(ctx, cri.Config{Endpoint: srv.Endpoint()})
-//	...
-//	srv.Exit(containerID, 1)
-//	if srv.Calls("CreateContainer") != 1 { ... }
+// Usage: runtime/cri's ExampleNew runs a pod through a cri.Manager on a
+// Server (NewServer, then cri.Config{Endpoint: srv.Endpoint()}); tests then
+// make containers exit (Exit) and count calls (Calls).
 //
 // Where it differs from containerd:
 //
