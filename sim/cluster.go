@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -84,6 +85,7 @@ type Cluster struct {
 	vc    *Clock // nil when Config.Clock was given
 	store *Store
 	idle  *idleProbe
+	steps atomic.Int64
 	ctx   context.Context
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
@@ -379,9 +381,14 @@ func (c *Cluster) RunFor(ctx context.Context, d time.Duration) error {
 			c.vc.advance(end)
 			return c.settle(ctx)
 		}
+		c.steps.Add(1)
 		c.vc.advance(next)
 	}
 }
+
+// Steps is how many times RunFor and RunUntil have moved the clock to a
+// timer: what a run costs, besides the work done at each step.
+func (c *Cluster) Steps() int64 { return c.steps.Load() }
 
 // Settle waits, without moving the clock, until the cluster is idle.
 func (c *Cluster) Settle(ctx context.Context) error { return c.settle(ctx) }
@@ -405,6 +412,7 @@ func (c *Cluster) RunUntil(ctx context.Context, limit time.Duration, cond func()
 		if !ok || next.After(end) {
 			return fmt.Errorf("sim: condition not met after %v: %w", limit, ErrTimeout)
 		}
+		c.steps.Add(1)
 		c.vc.advance(next)
 	}
 }

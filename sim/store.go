@@ -55,7 +55,11 @@ type Store struct {
 	history  []histEvent // ring of the last pod events
 	histPos  int
 	histFrom uint64 // a watch from an older resourceVersion may miss events
-	watchers map[*podWatch]struct{}
+	// watchers of one node's pods (a spec.nodeName field selector, as the
+	// agents' sources) by node, so an event costs O(1) per node, and all
+	// others.
+	nodeWatchers map[string]map[*podWatch]struct{}
+	watchers     map[*podWatch]struct{}
 	// onPod is told of every pod change (old or new nil on create/delete),
 	// under mu: the cluster's event log and scheduler.
 	onPod  func(old, new *v1.Pod)
@@ -67,12 +71,13 @@ type Store struct {
 
 func newStore(clk clock.PassiveClock, seed uint64) *Store {
 	return &Store{
-		clock:    clk,
-		rng:      rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
-		pods:     map[key]*v1.Pod{},
-		nodes:    map[string]*v1.Node{},
-		leases:   map[key]*coordinationv1.Lease{},
-		watchers: map[*podWatch]struct{}{},
+		clock:        clk,
+		rng:          rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
+		pods:         map[key]*v1.Pod{},
+		nodes:        map[string]*v1.Node{},
+		leases:       map[key]*coordinationv1.Lease{},
+		watchers:     map[*podWatch]struct{}{},
+		nodeWatchers: map[string]map[*podWatch]struct{}{},
 	}
 }
 
@@ -215,6 +220,14 @@ func (s *Store) emitPod(t watch.EventType, old, p *v1.Pod) {
 	}
 	for w := range s.watchers {
 		w.send(ev, old)
+	}
+	for w := range s.nodeWatchers[p.Spec.NodeName] {
+		w.send(ev, old)
+	}
+	if old != nil && old.Spec.NodeName != p.Spec.NodeName {
+		for w := range s.nodeWatchers[old.Spec.NodeName] {
+			w.send(ev, old)
+		}
 	}
 	if s.onPod != nil {
 		if t == watch.Deleted {
@@ -404,10 +417,34 @@ func podMatches(p *v1.Pod, ns string, ls labels.Selector, fs fields.Selector) bo
 	if !ls.Empty() && !ls.Matches(labels.Set(p.Labels)) {
 		return false
 	}
-	return fs.Empty() || fs.Matches(fields.Set{
-		"metadata.name": p.Name, "metadata.namespace": p.Namespace,
-		"spec.nodeName": p.Spec.NodeName, "status.phase": string(p.Status.Phase),
-	})
+	return fs.Empty() || fs.Matches(podFields{p})
+}
+
+// podFields are the pod's selectable fields; a fields.Fields without a map.
+type podFields struct{ p *v1.Pod }
+
+func (f podFields) Has(field string) bool {
+	_, ok := f.value(field)
+	return ok
+}
+
+func (f podFields) Get(field string) string {
+	v, _ := f.value(field)
+	return v
+}
+
+func (f podFields) value(field string) (string, bool) {
+	switch field {
+	case "metadata.name":
+		return f.p.Name, true
+	case "metadata.namespace":
+		return f.p.Namespace, true
+	case "spec.nodeName":
+		return f.p.Spec.NodeName, true
+	case "status.phase":
+		return string(f.p.Status.Phase), true
+	}
+	return "", false
 }
 
 func (s *Store) listPods(ns string, opts metav1.ListOptions) (*v1.PodList, error) {

@@ -30,6 +30,7 @@ type podWatch struct {
 	wake   chan struct{}
 	timer  clock.Timer
 	closed bool
+	node   string // the spec.nodeName the field selector requires, if any
 }
 
 // watchPods starts a watch; s.mu is not held.
@@ -51,7 +52,15 @@ func (s *Store) watchPods(ctx context.Context, ns string, opts metav1.ListOption
 			return nil, apierrors.NewResourceExpired("too old resource version: " + rv)
 		}
 	}
-	s.watchers[w] = struct{}{}
+	if node, ok := fs.RequiresExactMatch("spec.nodeName"); ok && node != "" {
+		w.node = node
+		if s.nodeWatchers[node] == nil {
+			s.nodeWatchers[node] = map[*podWatch]struct{}{}
+		}
+		s.nodeWatchers[node][w] = struct{}{}
+	} else {
+		s.watchers[w] = struct{}{}
+	}
 	s.mu.Unlock()
 	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
 		if c, ok := s.clock.(clock.WithDelayedExecution); ok {
@@ -138,6 +147,9 @@ func (w *podWatch) Stop() {
 	w.stop.Do(func() {
 		w.s.mu.Lock()
 		delete(w.s.watchers, w)
+		if w.node != "" {
+			delete(w.s.nodeWatchers[w.node], w)
+		}
 		w.s.mu.Unlock()
 		w.mu.Lock()
 		w.closed, w.queue = true, nil
