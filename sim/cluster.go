@@ -341,13 +341,15 @@ func (c *Cluster) ListPods() []*v1.Pod {
 }
 
 // Close stops every node (their pods are left on the runtimes) and the
-// cluster's own loops, and returns once all have returned.
+// cluster's own loops, and returns once all have returned; then it ends
+// every watch still open on the store.
 func (c *Cluster) Close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 	c.stop()
 	c.wg.Wait()
+	c.store.stopWatches() // the test's own watches end too
 }
 
 // settle waits until idle, then logs what changed.

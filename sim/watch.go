@@ -163,3 +163,21 @@ func (w *podWatch) Stop() {
 
 // ResultChan delivers the events.
 func (w *podWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// stopWatches ends every watch, as an apiserver going away does.
+func (s *Store) stopWatches() {
+	s.mu.Lock()
+	var all []*podWatch
+	for w := range s.watchers {
+		all = append(all, w)
+	}
+	for _, ws := range s.nodeWatchers {
+		for w := range ws {
+			all = append(all, w)
+		}
+	}
+	s.mu.Unlock()
+	for _, w := range all {
+		w.Stop()
+	}
+}
