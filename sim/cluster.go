@@ -51,8 +51,8 @@ type Config struct {
 	Start time.Time
 	// Agent adjusts each node's agent.Config before the agent is built;
 	// NodeName, Runtime, PodSource, StatusClient, Node and Clock are the
-	// cluster's. Default: the kubelet's defaults (relist 1s, resync 1m,
-	// crash-loop back-off 10s to 5m).
+	// cluster's. Default: the kubelet's defaults (relist PLEG every 1s,
+	// resync 1m, crash-loop back-off 10s to 5m).
 	Agent func(*agent.Config)
 	// Runtime adjusts each node's fake.Config before its runtime is built;
 	// Clock is the cluster's. The default Seed is derived from the
@@ -220,7 +220,9 @@ func hash(s string) uint64 {
 // startLocked builds and runs a new agent on the node's runtime.
 func (n *Node) startLocked() error {
 	c := n.c
-	ac := agent.Config{Log: c.cfg.Log.WithName(n.name)}
+	// The relist PLEG, the kubelet's default (its evented PLEG is off by
+	// default); Config.Agent may turn the evented one on.
+	ac := agent.Config{Log: c.cfg.Log.WithName(n.name), DisableEventedPLEG: true}
 	if c.cfg.Agent != nil {
 		c.cfg.Agent(&ac)
 	}
