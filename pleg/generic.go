@@ -375,11 +375,9 @@ func (g *GenericPLEG) inspectAll(ctx context.Context, ts time.Time) {
 	}
 	a := &adaptive{g: g, ctx: ctx, ts: ts, helpers: workers - 1}
 	start := g.clock.Now()
-	a.mu.Lock()
-	// The fake clock runs timer callbacks under its own lock: fired must
-	// not call the clock.
-	a.timer = g.clock.AfterFunc(inspectAdaptAfter, a.fired)
-	a.mu.Unlock()
+	// The fake clock runs timer callbacks under its own lock: fired must not
+	// call the clock, and the clock is never called with a.mu held.
+	timer := g.clock.AfterFunc(inspectAdaptAfter, a.fired)
 	for {
 		i := int(a.next.Add(1)) - 1
 		if i >= len(g.items) {
@@ -392,14 +390,14 @@ func (g *GenericPLEG) inspectAll(ctx context.Context, ts time.Time) {
 			if g.clock.Since(start) >= time.Duration(a.done.Load())*inspectSlowItem {
 				a.spawn()
 			} else {
-				a.timer.Reset(inspectAdaptAfter)
+				timer.Reset(inspectAdaptAfter)
 			}
 		}
 	}
 	a.mu.Lock()
 	a.finished = true
-	a.timer.Stop()
 	a.mu.Unlock()
+	timer.Stop()
 	a.wg.Wait()
 }
 
@@ -424,7 +422,6 @@ type adaptive struct {
 	wg         sync.WaitGroup
 
 	mu       sync.Mutex // guards what follows and orders spawn before wg.Wait
-	timer    clock.Timer
 	spawned  bool
 	finished bool
 }
