@@ -8,9 +8,20 @@
 // the runtime), SyncTerminatingPod (kill with the effective grace period and
 // record the final status), SyncTerminatedPod (cleanup) and housekeeping
 // (kill runtime pods no source wants, forget finished workers, drop orphaned
-// statuses). pleg relists the runtime into the shared runtime.Cache; status
-// keeps the API statuses and, when a client is configured, syncs them and the
-// mirror pods of static pods to the apiserver.
+// statuses). pleg keeps the shared runtime.Cache: from the runtime's
+// container event stream when it has one (runtime.ContainerEventer:
+// containerd 2.x, runtime/fake), relisting every 5 minutes as a safety net
+// and every RelistPeriod while the stream is down, as the kubelet's evented
+// mode; by relisting every RelistPeriod otherwise (or with
+// DisableEventedPLEG). status keeps the API statuses and, when a client is
+// configured, syncs them and the mirror pods of static pods to the
+// apiserver.
+//
+// Garbage is collected as by the kubelet: dead containers every minute
+// beyond the kubelet's policy (ContainerGCPeriod, ContainerGCPolicy), and
+// unused images every 5 minutes once the image filesystem is 85 % full,
+// down to 80 % (ImageGCPeriod and thresholds); a negative period turns
+// either off.
 //
 // The agent runs the pods' probes with package prober: readiness and
 // startup verdicts become the containers' Ready and Started (and so the
