@@ -52,5 +52,7 @@
 //     exactly for the same seed and the same sequence of calls, which
 //     concurrent callers do not guarantee.
 //   - The container event stream (WatchContainerEvents) reports a
-//     programmed exit when a call first observes it, not when it happens.
+//     programmed exit at its time on the clock only while a stream is open
+//     (a timer per exit); without one, a call observes it first. Seeded
+//     pods (AddRunningPod) report nothing.
 package fake
