@@ -238,16 +238,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	a.checkRuntime(inner)
 	spawn("runtime-check", inner, func(ctx context.Context) error {
-		t := c.Clock.NewTicker(c.RuntimeCheckPeriod)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C():
-				a.checkRuntime(ctx)
-			}
-		}
+		return every(ctx, c.Clock, c.RuntimeCheckPeriod, a.checkRuntime)
 	})
 	// A first relist before anything reports: the node's first status then
 	// sees a healthy PLEG rather than racing its first relist, so a

@@ -31,18 +31,11 @@ var DefaultContainerGCPolicy = runtime.GCPolicy{MinAge: defaultContainerGCMinimu
 // kubelet's container GC: beyond the policy, and pods no source knows once
 // all sources are ready.
 func (a *Agent) runContainerGC(ctx context.Context, gc runtime.GarbageCollector, sourcesReady func() bool) error {
-	t := a.cfg.Clock.NewTicker(a.cfg.ContainerGCPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-			if err := gc.GarbageCollect(ctx, *a.cfg.ContainerGCPolicy, sourcesReady()); err != nil && ctx.Err() == nil {
-				a.log.Error(err, "Container garbage collection failed")
-			}
+	return every(ctx, a.cfg.Clock, a.cfg.ContainerGCPeriod, func(ctx context.Context) {
+		if err := gc.GarbageCollect(ctx, *a.cfg.ContainerGCPolicy, sourcesReady()); err != nil && ctx.Err() == nil {
+			a.log.Error(err, "Container garbage collection failed")
 		}
-	}
+	})
 }
 
 // imageRuntime is what image GC needs of the runtime.
@@ -159,18 +152,11 @@ func used(img runtime.Image, inUse map[string]bool) bool {
 
 // runImageGC runs an image GC round every ImageGCPeriod.
 func (a *Agent) runImageGC(ctx context.Context, g *imageGC) error {
-	t := a.cfg.Clock.NewTicker(a.cfg.ImageGCPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-			if freed, err := g.collect(ctx, a.cfg.Clock.Now()); err != nil && ctx.Err() == nil {
-				a.log.Error(err, "Image garbage collection failed")
-			} else if freed > 0 {
-				a.log.V(1).Info("Image garbage collection freed space", "bytes", freed)
-			}
+	return every(ctx, a.cfg.Clock, a.cfg.ImageGCPeriod, func(ctx context.Context) {
+		if freed, err := g.collect(ctx, a.cfg.Clock.Now()); err != nil && ctx.Err() == nil {
+			a.log.Error(err, "Image garbage collection failed")
+		} else if freed > 0 {
+			a.log.V(1).Info("Image garbage collection freed space", "bytes", freed)
 		}
-	}
+	})
 }
