@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // buildKubenode builds examples/kubenode (a module of its own) into a
@@ -53,33 +53,16 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config, host, as string) string {
 	return path
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type kubenode struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testenv.Buffer
 	done   chan struct{}
 	err    error
 }
 
 func startKubenode(t *testing.T, bin string, args ...string) *kubenode {
 	t.Helper()
-	k := &kubenode{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	k := &kubenode{cmd: exec.Command(bin, args...), stderr: &testenv.Buffer{}, done: make(chan struct{})}
 	k.cmd.Stderr = k.stderr
 	if err := k.cmd.Start(); err != nil {
 		t.Fatal(err)

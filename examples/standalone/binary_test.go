@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // TestBinaryServesHealthzAndMetrics builds the program and runs it as an
@@ -28,7 +30,7 @@ func TestBinaryServesHealthzAndMetrics(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	hp, ap := freePort(t), freePort(t)
-	var stderr syncBuffer
+	var stderr testenv.Buffer
 	cmd := exec.Command(bin, "-pod-manifest-path", "manifests/web.yaml", "-node-name", "bin-node", "-healthz-port", hp, "-port", ap)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

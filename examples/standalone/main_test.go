@@ -13,32 +13,15 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// syncBuffer is a bytes.Buffer that run writes to while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // lastFrame returns the last table the live view printed.
 func lastFrame(out string) string {
@@ -75,7 +58,7 @@ func frameAt(out string, i int) (string, int) {
 
 // started is run in the background.
 type started struct {
-	stdout, stderr syncBuffer
+	stdout, stderr testenv.Buffer
 	cancel         context.CancelFunc
 	done           chan error
 	// seen is the offset in stdout of the frame the last waitFrame matched;
@@ -243,7 +226,7 @@ func TestPodsFromManifestURLWithHeaders(t *testing.T) {
 }
 
 func TestDurationStopsTheProgram(t *testing.T) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.Buffer
 	err := run(context.Background(), []string{"-pod-manifest-path", "manifests/web.yaml", "-node-name", "n", "-duration", "100ms"}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())

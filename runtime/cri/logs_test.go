@@ -3,7 +3,6 @@ package cri_test
 import (
 	"bytes"
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,25 +11,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The kubelet's `kubectl logs` path on containerd: the container's CRI log
 // file, tailed and followed until the container exits. The sleeps order the
@@ -50,7 +33,7 @@ func TestRealContainerLogs(t *testing.T) {
 	id := st.FindContainerStatusByName("main").ID
 
 	// follow from the start: every line, ending when the container exits
-	var followed lockedBuffer
+	var followed testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- m.GetContainerLogs(ctx, pod, id, &v1.PodLogOptions{Follow: true}, &followed, &followed)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime/crilog"
 )
 
@@ -87,29 +87,11 @@ func TestTailOfAFileWithoutFinalNewline(t *testing.T) {
 	assert.Equal(t, "", out.String(), "the last line is incomplete until its newline is written, so it is the one tailed and not shown")
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestFollowReadsNewLinesUntilTheContainerStops(t *testing.T) {
 	path := writeLog(t, criLine(0, "stdout", "F", "first"))
 	var running atomic.Bool
 	running.Store(true)
-	var out syncBuffer
+	var out testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- crilog.ReadLogs(context.Background(), path, &v1.PodLogOptions{Follow: true},

@@ -3,7 +3,6 @@ package fake_test
 import (
 	"bytes"
 	"context"
-	gosync "sync"
 	"testing"
 	"time"
 
@@ -12,26 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
 )
-
-type lockedBuf struct {
-	mu gosync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestContainerLogs(t *testing.T) {
 	rt, clk := newRuntime(t, fake.Config{})
@@ -53,7 +36,7 @@ func TestContainerLogs(t *testing.T) {
 	assert.Equal(t, t0.Add(time.Second).Format(time.RFC3339Nano)+" a warning\n", out.String())
 
 	// follow until the container exits
-	var followed lockedBuf
+	var followed testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- rt.GetContainerLogs(ctx, pod, id, &v1.PodLogOptions{Follow: true, TailLines: ptr.To[int64](0)}, &followed, &followed)

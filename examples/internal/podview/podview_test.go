@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/examples/internal/podview"
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -87,25 +88,8 @@ func TestUpdatePrintsOnlyChanges(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestRunPollsUntilContextEnds(t *testing.T) {
-	var out lockedBuffer
+	var out testenv.Buffer
 	clk := clocktesting.NewFakeClock(time.Now())
 	var mu sync.Mutex
 	phase := v1.PodPending
@@ -156,7 +140,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 func TestFollowPrintsALastFrameAfterRunReturns(t *testing.T) {
-	var out lockedBuffer
+	var out testenv.Buffer
 	var mu sync.Mutex
 	phase := v1.PodRunning
 	list := func() []*v1.Pod {
