@@ -13,7 +13,9 @@
 // Without -cri the pods run on the built-in in-memory runtime, which runs
 // no commands: containers run until stopped, init containers exit 0. It
 // takes the standalone agent's flags too (-pod-manifest-path, -manifest-url,
-// -max-pods, -sync-frequency, ...), plus the kubelet's -node-labels,
+// -max-pods, -sync-frequency, the DNS flags and, with -cri, the QoS cgroup
+// flags -cgroups-per-qos, -system-reserved, ...; both programs define them
+// in examples/internal/nodeflags), plus the kubelet's -node-labels,
 // -register-with-taints and -node-ip. `kubectl get nodes` shows the node
 // Ready within seconds. SIGINT or SIGTERM stops it; its pods are left as
 // they are, as when the kubelet stops, and the node controller marks the

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
+	"github.com/nodekit/nodekit/examples/internal/nodeflags"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -31,7 +32,7 @@ import (
 )
 
 // errUsage is wrapped by errors in the command line.
-var errUsage = errors.New("usage")
+var errUsage = nodeflags.ErrUsage
 
 // kubeletVersion is what the Node reports as nodeInfo.kubeletVersion: the
 // Kubernetes minor nodekit follows (its k8s.io modules are v0.37).
@@ -44,7 +45,7 @@ type options struct {
 	taints                  []v1.Taint
 	manifestPath            string
 	manifestURL             string
-	header                  headerFlag
+	header                  nodeflags.HeaderFlag
 	syncFrequency           time.Duration
 	fileCheck, httpCheck    time.Duration
 	allowPrivileged         bool
@@ -55,11 +56,12 @@ type options struct {
 	criEndpoint, pauseImage string
 	podLogsRoot, podsRoot   string
 	objectCacheTTL          time.Duration
-	dns                     dnsOptions
+	dns                     nodeflags.DNS
+	cgroups                 nodeflags.Cgroups
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{header: headerFlag{}}
+	o := &options{header: nodeflags.HeaderFlag{}}
 	var nodeIP, labels, taints string
 	fs := flag.NewFlagSet("kubenode", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -99,7 +101,8 @@ Flags:
 	fs.StringVar(&o.podLogsRoot, "pod-logs-root", "/var/log/pods", "with -cri: root of the container log directories")
 	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (volumes, termination messages)")
 	fs.DurationVar(&o.objectCacheTTL, "object-cache-ttl", time.Minute, "with -cri: how long configMaps, secrets and services read for pods are used before they are read again")
-	o.dns.addFlags(fs)
+	o.dns.AddFlags(fs)
+	o.cgroups.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -151,6 +154,9 @@ func (o *options) validate() error {
 	}
 	if o.pauseImage != "" && o.criEndpoint == "" {
 		return bad("-pause-image needs -cri")
+	}
+	if err := o.cgroups.Validate(o.criEndpoint); err != nil {
+		return err
 	}
 	if o.nodeName == "" {
 		host, err := os.Hostname()
@@ -234,30 +240,6 @@ func parseTaints(s string) ([]v1.Taint, error) {
 		out = append(out, v1.Taint{Key: k, Value: v, Effect: v1.TaintEffect(effect)})
 	}
 	return out, nil
-}
-
-// headerFlag collects -manifest-url-header values.
-type headerFlag http.Header
-
-func (h headerFlag) String() string {
-	var parts []string
-	for k, vs := range h {
-		for _, v := range vs {
-			parts = append(parts, k+":"+v)
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-func (h headerFlag) Set(s string) error {
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, ":")
-		if !ok || strings.TrimSpace(k) == "" {
-			return fmt.Errorf("%q: want key:value", kv)
-		}
-		http.Header(h).Add(strings.TrimSpace(k), strings.TrimSpace(v))
-	}
-	return nil
 }
 
 // clients loads the kubeconfig and checks that it reaches an apiserver.
@@ -361,7 +343,7 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, alloc 
 		}
 		return rt, func() {}, nil
 	}
-	dnsc, err := o.dns.configurer(o.nodeName, log)
+	dnsc, err := o.dns.Configurer(o.nodeName, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -383,29 +365,17 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, alloc 
 		stopSources()
 		return nil, nil, fmt.Errorf("-cri %s: %w", o.criEndpoint, err)
 	}
+	if err := o.cgroups.Setup(ctx, m, o.nodeName, log); err != nil {
+		m.Close()
+		stopSources()
+		return nil, nil, err
+	}
 	if o.pauseImage != "" {
-		if err := ensureImage(ctx, m, o.pauseImage); err != nil {
+		if err := nodeflags.EnsureImage(ctx, m, o.pauseImage); err != nil {
 			m.Close()
 			stopSources()
 			return nil, nil, fmt.Errorf("-pause-image: %w", err)
 		}
 	}
 	return m, func() { m.Close(); stopSources() }, nil
-}
-
-// ensureImage pulls image unless the node has it.
-func ensureImage(ctx context.Context, is runtime.ImageService, image string) error {
-	images, err := is.ListImages(ctx)
-	if err != nil {
-		return err
-	}
-	for _, img := range images {
-		for _, tag := range img.RepoTags {
-			if tag == image || img.ID == image {
-				return nil
-			}
-		}
-	}
-	_, err = is.PullImage(ctx, image, nil)
-	return err
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
+	"github.com/nodekit/nodekit/examples/internal/nodeflags"
 	"github.com/nodekit/nodekit/examples/internal/podview"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
@@ -25,7 +26,7 @@ import (
 )
 
 // errUsage is wrapped by errors in the command line.
-var errUsage = errors.New("usage")
+var errUsage = nodeflags.ErrUsage
 
 // defaultManifests is the manifest directory shipped in the repository,
 // relative to its root.
@@ -33,7 +34,7 @@ const defaultManifests = "examples/standalone/manifests"
 
 type options struct {
 	manifestPath, manifestURL string
-	header                    headerFlag
+	header                    nodeflags.HeaderFlag
 	nodeName                  string
 	syncFrequency             time.Duration
 	fileCheck, httpCheck      time.Duration
@@ -44,13 +45,13 @@ type options struct {
 	duration                  time.Duration
 	criEndpoint, pauseImage   string
 	podLogsRoot, podsRoot     string
-	dns                       dnsOptions
-	cgroups                   cgroupOptions
+	dns                       nodeflags.DNS
+	cgroups                   nodeflags.Cgroups
 	serve                     serveOptions
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{header: headerFlag{}}
+	o := &options{header: nodeflags.HeaderFlag{}}
 	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -89,8 +90,8 @@ Flags:
 	fs.StringVar(&o.pauseImage, "pause-image", "", "with -cri: the sandbox image the runtime is configured with (containerd's sandbox_image); pulled at start if missing. The CRI runtime, not the agent, chooses it")
 	fs.StringVar(&o.podLogsRoot, "pod-logs-root", "/var/log/pods", "with -cri: root of the container log directories")
 	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (emptyDir volumes, termination messages)")
-	o.dns.addFlags(fs)
-	o.cgroups.addFlags(fs)
+	o.dns.AddFlags(fs)
+	o.cgroups.AddFlags(fs)
 	o.serve.addFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -134,7 +135,7 @@ func (o *options) validate() error {
 	if len(o.header) > 0 && o.manifestURL == "" {
 		return bad("-manifest-url-header needs -manifest-url")
 	}
-	if err := o.cgroups.validate(o.criEndpoint); err != nil {
+	if err := o.cgroups.Validate(o.criEndpoint); err != nil {
 		return err
 	}
 	if err := o.serve.validate(); err != nil {
@@ -152,31 +153,6 @@ func (o *options) validate() error {
 	}
 	if errs := validation.IsDNS1123Subdomain(o.nodeName); len(errs) > 0 {
 		return bad("-node-name %q: %s", o.nodeName, strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-// headerFlag collects -manifest-url-header values, as the kubelet's
-// --manifest-url-header does.
-type headerFlag http.Header
-
-func (h headerFlag) String() string {
-	var parts []string
-	for k, vs := range h {
-		for _, v := range vs {
-			parts = append(parts, k+":"+v)
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-func (h headerFlag) Set(s string) error {
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, ":")
-		if !ok || strings.TrimSpace(k) == "" {
-			return fmt.Errorf("%q: want key:value", kv)
-		}
-		http.Header(h).Add(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
 	return nil
 }
@@ -250,7 +226,7 @@ func newRuntime(ctx context.Context, o *options, reg prometheus.Registerer, log 
 		}
 		return newScripted(rt, clock.RealClock{}), func() {}, nil
 	}
-	dnsc, err := o.dns.configurer(o.nodeName, log)
+	dnsc, err := o.dns.Configurer(o.nodeName, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -270,32 +246,15 @@ func newRuntime(ctx context.Context, o *options, reg prometheus.Registerer, log 
 	if err != nil {
 		return nil, nil, fmt.Errorf("-cri %s: %w", o.criEndpoint, err)
 	}
-	if err := o.cgroups.setup(ctx, m, o.nodeName, log); err != nil {
+	if err := o.cgroups.Setup(ctx, m, o.nodeName, log); err != nil {
 		m.Close()
 		return nil, nil, err
 	}
 	if o.pauseImage != "" {
-		if err := ensureImage(ctx, m, o.pauseImage); err != nil {
+		if err := nodeflags.EnsureImage(ctx, m, o.pauseImage); err != nil {
 			m.Close()
 			return nil, nil, fmt.Errorf("-pause-image: %w", err)
 		}
 	}
 	return m, func() { m.Close() }, nil
-}
-
-// ensureImage pulls image unless the node has it.
-func ensureImage(ctx context.Context, is runtime.ImageService, image string) error {
-	images, err := is.ListImages(ctx)
-	if err != nil {
-		return err
-	}
-	for _, img := range images {
-		for _, tag := range img.RepoTags {
-			if tag == image || img.ID == image {
-				return nil
-			}
-		}
-	}
-	_, err = is.PullImage(ctx, image, nil)
-	return err
 }

@@ -1,4 +1,4 @@
-package main
+package nodeflags
 
 import (
 	"flag"
@@ -13,21 +13,22 @@ import (
 	"github.com/nodekit/nodekit/dns"
 )
 
-// dnsOptions are the kubelet's cluster DNS flags.
-type dnsOptions struct {
+// DNS are the kubelet's cluster DNS flags.
+type DNS struct {
 	clusterDNS    string
 	clusterDomain string
 	resolvConf    string
 }
 
-func (d *dnsOptions) addFlags(fs *flag.FlagSet) {
+// AddFlags defines -cluster-dns, -cluster-domain and -resolv-conf on fs.
+func (d *DNS) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&d.clusterDNS, "cluster-dns", "", "with -cri: comma-separated cluster DNS server IPs for pods with dnsPolicy ClusterFirst (without, they get the host's resolver)")
 	fs.StringVar(&d.clusterDomain, "cluster-domain", "", "with -cri: the cluster's DNS domain, e.g. cluster.local; ClusterFirst pods search <ns>.svc.<domain> svc.<domain> <domain>")
 	fs.StringVar(&d.resolvConf, "resolv-conf", "/etc/resolv.conf", "with -cri: the host resolver file pods with dnsPolicy Default copy; empty for the local resolver")
 }
 
-// configurer builds the DNS configurer; its events go to the log.
-func (d *dnsOptions) configurer(node string, log logr.Logger) (*dns.Configurer, error) {
+// Configurer builds the DNS configurer; its events go to the log.
+func (d *DNS) Configurer(node string, log logr.Logger) (*dns.Configurer, error) {
 	var servers []string
 	for _, s := range strings.Split(d.clusterDNS, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -35,23 +36,25 @@ func (d *dnsOptions) configurer(node string, log logr.Logger) (*dns.Configurer, 
 		}
 	}
 	c, err := dns.New(dns.Config{ClusterDNS: servers, ClusterDomain: d.clusterDomain, ResolvConf: d.resolvConf,
-		NodeName: node, Recorder: eventLog{log.WithName("events")}, Log: log.WithName("dns")})
+		NodeName: node, Recorder: EventLog{log.WithName("events")}, Log: log.WithName("dns")})
 	if err != nil {
-		return nil, fmt.Errorf("%w: -cluster-dns, -cluster-domain: %w", errUsage, err)
+		return nil, fmt.Errorf("%w: -cluster-dns, -cluster-domain: %w", ErrUsage, err)
 	}
 	_ = c.CheckLimitsForResolvConf() // reported as an event, as at the kubelet's start
 	return c, nil
 }
 
-// eventLog logs events; the standalone agent has no apiserver to send them to.
-type eventLog struct{ log logr.Logger }
+// EventLog is an event recorder that logs events, for agents that do not
+// send them to an apiserver.
+type EventLog struct{ Log logr.Logger }
 
-func (e eventLog) Eventf(obj runtime.Object, eventtype, reason, format string, args ...interface{}) {
+// Eventf logs one event.
+func (e EventLog) Eventf(obj runtime.Object, eventtype, reason, format string, args ...interface{}) {
 	name := ""
 	if ref, ok := obj.(*v1.ObjectReference); ok {
 		name = ref.Kind + " " + ref.Name
 	} else if m, err := meta.Accessor(obj); err == nil {
 		name = m.GetNamespace() + "/" + m.GetName()
 	}
-	e.log.Info(fmt.Sprintf(format, args...), "type", eventtype, "reason", reason, "object", name)
+	e.Log.Info(fmt.Sprintf(format, args...), "type", eventtype, "reason", reason, "object", name)
 }

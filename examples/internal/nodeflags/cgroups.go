@@ -1,4 +1,4 @@
-package main
+package nodeflags
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/nodekit/nodekit/runtime/cri"
 )
 
-// cgroupOptions are the kubelet's QoS cgroup flags.
-type cgroupOptions struct {
+// Cgroups are the kubelet's QoS cgroup flags.
+type Cgroups struct {
 	perQOS         bool
 	driver, root   string
 	systemReserved resourceListFlag
@@ -23,7 +23,9 @@ type cgroupOptions struct {
 	enforce        string
 }
 
-func (c *cgroupOptions) addFlags(fs *flag.FlagSet) {
+// AddFlags defines -cgroups-per-qos, -cgroup-driver, -cgroup-root,
+// -system-reserved, -kube-reserved and -enforce-node-allocatable on fs.
+func (c *Cgroups) AddFlags(fs *flag.FlagSet) {
 	c.systemReserved, c.kubeReserved = resourceListFlag{}, resourceListFlag{}
 	fs.BoolVar(&c.perQOS, "cgroups-per-qos", false, "with -cri: put pods in the kubelet's QoS cgroups (kubepods, burstable, besteffort) with pod-level limits; needs root. The kubelet's default is true, here it is opt-in as it writes the host's cgroups")
 	fs.StringVar(&c.driver, "cgroup-driver", "", "with -cgroups-per-qos: cgroupfs or systemd; default the runtime's when it tells (containerd 2.x), else cgroupfs")
@@ -33,18 +35,19 @@ func (c *cgroupOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.enforce, "enforce-node-allocatable", "", `with -cgroups-per-qos: "pods" limits the kubepods cgroup to capacity minus the reservations`)
 }
 
-func (c *cgroupOptions) validate(criEndpoint string) error {
+// Validate checks the flags; criEndpoint is the -cri flag's value.
+func (c *Cgroups) Validate(criEndpoint string) error {
 	if c.perQOS && criEndpoint == "" {
-		return fmt.Errorf("%w: -cgroups-per-qos needs -cri", errUsage)
+		return fmt.Errorf("%w: -cgroups-per-qos needs -cri", ErrUsage)
 	}
 	if c.enforce != "" && c.enforce != "pods" {
-		return fmt.Errorf("%w: -enforce-node-allocatable: only \"pods\" is supported, got %q", errUsage, c.enforce)
+		return fmt.Errorf("%w: -enforce-node-allocatable: only \"pods\" is supported, got %q", ErrUsage, c.enforce)
 	}
 	return nil
 }
 
-// setup gives m the QoS cgroup manager when asked for.
-func (c *cgroupOptions) setup(ctx context.Context, m *cri.Manager, node string, log logr.Logger) error {
+// Setup gives m the QoS cgroup manager when asked for.
+func (c *Cgroups) Setup(ctx context.Context, m *cri.Manager, node string, log logr.Logger) error {
 	if !c.perQOS {
 		return nil
 	}
@@ -52,7 +55,7 @@ func (c *cgroupOptions) setup(ctx context.Context, m *cri.Manager, node string, 
 		Driver: cm.Driver(c.driver), DriverSource: m, CgroupRoot: c.root,
 		SystemReserved: v1.ResourceList(c.systemReserved), KubeReserved: v1.ResourceList(c.kubeReserved),
 		EnforceNodeAllocatable: c.enforce == "pods",
-		NodeName:               node, Recorder: eventLog{log.WithName("events")}, Log: log.WithName("cm"),
+		NodeName:               node, Recorder: EventLog{log.WithName("events")}, Log: log.WithName("cm"),
 	})
 	if err != nil {
 		return fmt.Errorf("-cgroups-per-qos: %w", err)

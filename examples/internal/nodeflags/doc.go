@@ -1,0 +1,15 @@
+// Package nodeflags holds the kubelet-style flags and the set-up they drive
+// that the example node agents (examples/standalone, examples/kubenode)
+// share: cluster DNS, QoS cgroups, manifest URL headers, and the pause
+// image pull. Errors in the command line wrap ErrUsage.
+//
+//	var dns nodeflags.DNS
+//	dns.AddFlags(fs)
+//	...
+//	configurer, err := dns.Configurer(nodeName, log)
+package nodeflags
+
+import "errors"
+
+// ErrUsage is wrapped by errors in the command line.
+var ErrUsage = errors.New("usage")
