@@ -3,7 +3,6 @@ package cri_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/cm"
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 )
@@ -67,62 +67,13 @@ func TestCgroupDriverFromRuntimeConfig(t *testing.T) {
 	}
 }
 
-// cgroupMount is where the test's cgroups are read: the v2 root, or the v1
-// hierarchies' directory.
-const cgroupMount = "/sys/fs/cgroup"
-
-func cgroupV2() bool {
-	_, err := os.Stat(filepath.Join(cgroupMount, "cgroup.controllers"))
-	return err == nil
-}
-
-// cgroupFile is a pod cgroup's file: on v1 in the controller's hierarchy.
-func cgroupFile(dir, file string) string {
-	if cgroupV2() {
-		return filepath.Join(cgroupMount, dir, file)
-	}
-	controller, _, _ := strings.Cut(file, ".")
-	return filepath.Join(cgroupMount, controller, dir, file)
-}
-
-func readCgroup(t *testing.T, dir, file string) string {
-	t.Helper()
-	b, err := os.ReadFile(cgroupFile(dir, file))
-	require.NoError(t, err)
-	return strings.TrimSpace(string(b))
-}
-
-// removeCgroupTree removes root's cgroups bottom-up in every hierarchy.
-func removeCgroupTree(root string) {
-	tops := []string{filepath.Join(cgroupMount, root)}
-	if !cgroupV2() {
-		entries, _ := os.ReadDir(cgroupMount)
-		tops = tops[:0]
-		for _, e := range entries {
-			tops = append(tops, filepath.Join(cgroupMount, e.Name(), root))
-		}
-	}
-	for _, top := range tops {
-		var dirs []string
-		_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			_ = os.Remove(dirs[i])
-		}
-	}
-}
-
 // processesUnder lists the pids in the cgroups below dir (the sandbox's
 // and the containers').
 func processesUnder(t *testing.T, dir string) []string {
 	t.Helper()
-	top := filepath.Join(cgroupMount, dir)
-	if !cgroupV2() {
-		top = filepath.Join(cgroupMount, "memory", dir)
+	top := filepath.Join(testenv.CgroupMount, dir)
+	if !testenv.CgroupV2() {
+		top = filepath.Join(testenv.CgroupMount, "memory", dir)
 	}
 	var pids []string
 	require.NoError(t, filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
@@ -139,15 +90,9 @@ func processesUnder(t *testing.T, dir string) []string {
 func TestRealPodsLandInTheirQoSCgroups(t *testing.T) {
 	m, image, logs := realManager(t)
 	ctx := context.Background()
-	root := fmt.Sprintf("/nodekit-test-%d", time.Now().UnixNano())
+	root := testenv.CgroupRoot(t, "nodekit-test")
 	cgm, err := cm.New(ctx, cm.Config{CgroupRoot: root, DriverSource: m})
-	t.Cleanup(func() { removeCgroupTree(root) })
-	if errors.Is(err, cm.ErrUnavailable) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but cgroups cannot be written here: %v", err)
-		}
-		t.Skipf("cgroups cannot be written here (needs root and a writable %s): %v", cgroupMount, err)
-	}
+	testenv.SkipIfNoCgroups(t, err)
 	require.NoError(t, err)
 	require.Equal(t, cm.DriverCgroupfs, cgm.Driver(), "the test containerd runs runc with SystemdCgroup=false")
 	m.SetPodCgroups(cgm)
@@ -162,7 +107,7 @@ func TestRealPodsLandInTheirQoSCgroups(t *testing.T) {
 		}
 		return out
 	}
-	v2 := cgroupV2()
+	v2 := testenv.CgroupV2()
 	tests := []struct {
 		name     string
 		req, lim v1.ResourceList
@@ -194,7 +139,7 @@ func TestRealPodsLandInTheirQoSCgroups(t *testing.T) {
 				files = tt.filesV2
 			}
 			for file, want := range files {
-				require.Equal(t, want, readCgroup(t, dir, file), file)
+				require.Equal(t, want, testenv.ReadCgroup(t, dir, file), file)
 			}
 			require.NotEmpty(t, processesUnder(t, dir), "the pod's processes run inside its cgroup")
 			if !v2 { // v2 containers may have their own cgroup namespace
@@ -210,9 +155,9 @@ func TestRealPodsLandInTheirQoSCgroups(t *testing.T) {
 			st, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 			require.NoError(t, err)
 			require.NoError(t, m.KillPod(ctx, pod, st.RunningPod(m.Type()), nil))
-			_, err = os.Stat(cgroupFile(dir, "cpu.shares"))
+			_, err = os.Stat(testenv.CgroupFile(dir, "cpu.shares"))
 			if v2 {
-				_, err = os.Stat(cgroupFile(dir, "cpu.weight"))
+				_, err = os.Stat(testenv.CgroupFile(dir, "cpu.weight"))
 			}
 			require.ErrorIs(t, err, fs.ErrNotExist, "the pod cgroup is gone after the pod is killed")
 		})
