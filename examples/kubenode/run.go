@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -58,6 +59,7 @@ type options struct {
 	objectCacheTTL          time.Duration
 	dns                     nodeflags.DNS
 	cgroups                 nodeflags.Cgroups
+	serve                   nodeflags.Server
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -103,6 +105,7 @@ Flags:
 	fs.DurationVar(&o.objectCacheTTL, "object-cache-ttl", time.Minute, "with -cri: how long configMaps, secrets and services read for pods are used before they are read again")
 	o.dns.AddFlags(fs)
 	o.cgroups.AddFlags(fs)
+	o.serve.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -156,6 +159,9 @@ func (o *options) validate() error {
 		return bad("-pause-image needs -cri")
 	}
 	if err := o.cgroups.Validate(o.criEndpoint); err != nil {
+		return err
+	}
+	if err := o.serve.Validate(); err != nil {
 		return err
 	}
 	if o.nodeName == "" {
@@ -282,6 +288,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// The runtime is made before the agent, whose Node gives the
 	// allocatable resources the downward API falls back on.
 	var started atomic.Pointer[agent.Agent]
+	reg, probeReg := nodeflags.NewRegistry(), prometheus.NewRegistry()
 	rt, closeRuntime, err := newRuntime(ctx, o, cs, allocatableOf(&started), log)
 	if err != nil {
 		return err
@@ -315,12 +322,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			Taints:         o.taints,
 			KubeletVersion: kubeletVersion,
 		},
-		Log: log.WithName("agent"),
+		Log:             log.WithName("agent"),
+		Registerer:      reg,
+		ProbeRegisterer: probeReg,
 	})
 	if err != nil {
 		return err
 	}
 	started.Store(a)
+	sctx, stopServers := context.WithCancel(ctx)
+	wait, err := nodeflags.Serve(sctx, &o.serve, a, rt, reg, probeReg, log.WithName("server"))
+	if err != nil {
+		stopServers()
+		return err
+	}
+	defer func() { stopServers(); wait() }()
 	log.Info("Joining the cluster", "node", o.nodeName, "kubeconfig", o.kubeconfig, "runtime", rt.Type())
 	go func() {
 		select {

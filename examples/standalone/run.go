@@ -47,7 +47,7 @@ type options struct {
 	podLogsRoot, podsRoot     string
 	dns                       nodeflags.DNS
 	cgroups                   nodeflags.Cgroups
-	serve                     serveOptions
+	serve                     nodeflags.Server
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -92,7 +92,7 @@ Flags:
 	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (emptyDir volumes, termination messages)")
 	o.dns.AddFlags(fs)
 	o.cgroups.AddFlags(fs)
-	o.serve.addFlags(fs)
+	o.serve.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -138,7 +138,7 @@ func (o *options) validate() error {
 	if err := o.cgroups.Validate(o.criEndpoint); err != nil {
 		return err
 	}
-	if err := o.serve.validate(); err != nil {
+	if err := o.serve.Validate(); err != nil {
 		return err
 	}
 	if o.pauseImage != "" && o.criEndpoint == "" {
@@ -170,7 +170,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	reg, probeReg := newRegistry(), prometheus.NewRegistry()
+	reg, probeReg := nodeflags.NewRegistry(), prometheus.NewRegistry()
 	rt, closeRuntime, err := newRuntime(ctx, o, reg, log)
 	if err != nil {
 		return err
@@ -202,7 +202,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sctx, stopServers := context.WithCancel(ctx)
-	wait, err := serve(sctx, &o.serve, a, rt, reg, probeReg, log.WithName("server"))
+	wait, err := nodeflags.Serve(sctx, &o.serve, a, rt, reg, probeReg, log.WithName("server"))
 	if err != nil {
 		stopServers()
 		return err

@@ -1,4 +1,4 @@
-package main
+package nodeflags
 
 import (
 	"context"
@@ -18,14 +18,16 @@ import (
 	"github.com/nodekit/nodekit/server"
 )
 
-// serveOptions are the kubelet's server flags.
-type serveOptions struct {
+// Server are the kubelet's server flags.
+type Server struct {
 	address, healthzAddress         string
 	port, readOnlyPort, healthzPort int
 	tlsCertFile, tlsKeyFile         string
 }
 
-func (o *serveOptions) addFlags(fs *flag.FlagSet) {
+// AddFlags defines -address, -port, -read-only-port, -healthz-bind-address,
+// -healthz-port, -tls-cert-file and -tls-private-key-file on fs.
+func (o *Server) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address to serve -port and -read-only-port on; a non-loopback one needs -tls-cert-file, since this agent has no authentication")
 	fs.IntVar(&o.port, "port", server.DefaultPort, "port of the agent's API (/healthz, /pods, /runningpods/, /metrics, /containerLogs); 0 disables it")
 	fs.IntVar(&o.readOnlyPort, "read-only-port", 0, "port of the read-only API (/healthz, /pods, /metrics), plain HTTP; 0 disables it, as by default in the kubelet's config")
@@ -35,38 +37,39 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "private key of -tls-cert-file")
 }
 
-func (o *serveOptions) validate() error {
+// Validate checks the flags.
+func (o *Server) Validate() error {
 	for name, p := range map[string]int{"-port": o.port, "-read-only-port": o.readOnlyPort, "-healthz-port": o.healthzPort} {
 		if p < 0 || p > 65535 {
-			return fmt.Errorf("%w: %s %d is not a port", errUsage, name, p)
+			return fmt.Errorf("%w: %s %d is not a port", ErrUsage, name, p)
 		}
 	}
 	for name, a := range map[string]string{"-address": o.address, "-healthz-bind-address": o.healthzAddress} {
 		if net.ParseIP(a) == nil {
-			return fmt.Errorf("%w: %s %q is not an IP address", errUsage, name, a)
+			return fmt.Errorf("%w: %s %q is not an IP address", ErrUsage, name, a)
 		}
 	}
 	if (o.tlsCertFile == "") != (o.tlsKeyFile == "") {
-		return fmt.Errorf("%w: -tls-cert-file and -tls-private-key-file go together", errUsage)
+		return fmt.Errorf("%w: -tls-cert-file and -tls-private-key-file go together", ErrUsage)
 	}
 	if !net.ParseIP(o.address).IsLoopback() && (o.tlsCertFile == "" || o.readOnlyPort != 0) && (o.port != 0 || o.readOnlyPort != 0) {
-		return fmt.Errorf("%w: -address %s is not loopback: serving pods and logs there needs -tls-cert-file and no -read-only-port", errUsage, o.address)
+		return fmt.Errorf("%w: -address %s is not loopback: serving pods and logs there needs -tls-cert-file and no -read-only-port", ErrUsage, o.address)
 	}
 	return nil
 }
 
-// newRegistry returns the registry the agent's metrics go on, with the Go
+// NewRegistry returns the registry the agent's metrics go on, with the Go
 // and process collectors a Prometheus scrape expects.
-func newRegistry() *prometheus.Registry {
+func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
 
-// serve starts the servers o asks for on a's views; they stop when ctx
+// Serve starts the servers o asks for on a's views; they stop when ctx
 // ends, and the returned function waits for that. A port that cannot be
 // bound is logged, as the kubelet does, and the agent runs on.
-func serve(ctx context.Context, o *serveOptions, a *agent.Agent, rt runtime.Runtime, reg, probeReg *prometheus.Registry, log logr.Logger) (func(), error) {
+func Serve(ctx context.Context, o *Server, a *agent.Agent, rt runtime.Runtime, reg, probeReg *prometheus.Registry, log logr.Logger) (func(), error) {
 	checks := []server.HealthCheck{{Name: "syncloop", Check: a.SyncLoopHealthy}, {Name: "pleg", Check: a.PLEGHealthy}}
 	cfg := server.Config{Pods: a, RunningPods: rt, HealthChecks: checks, Metrics: reg, ProbeMetrics: probeReg, Log: log}
 	if l, ok := rt.(runtime.ContainerLogs); ok {
@@ -76,7 +79,7 @@ func serve(ctx context.Context, o *serveOptions, a *agent.Agent, rt runtime.Runt
 	if o.tlsCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(o.tlsCertFile, o.tlsKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: -tls-cert-file: %v", errUsage, err)
+			return nil, fmt.Errorf("%w: -tls-cert-file: %v", ErrUsage, err)
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
