@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,18 +39,11 @@ var errUsage = nodeflags.ErrUsage
 const kubeletVersion = "v1.37.0-nodekit"
 
 type options struct {
+	pods                    nodeflags.Pods
 	kubeconfig, nodeName    string
 	nodeIPs                 []string
 	labels                  map[string]string
 	taints                  []v1.Taint
-	manifestPath            string
-	manifestURL             string
-	header                  nodeflags.HeaderFlag
-	syncFrequency           time.Duration
-	fileCheck, httpCheck    time.Duration
-	allowPrivileged         bool
-	allowHostNamespaces     bool
-	maxPods                 int
 	verbosity               int
 	duration                time.Duration
 	criEndpoint, pauseImage string
@@ -63,7 +55,7 @@ type options struct {
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{header: nodeflags.HeaderFlag{}}
+	o := &options{}
 	var nodeIP, labels, taints string
 	fs := flag.NewFlagSet("kubenode", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -87,15 +79,7 @@ Flags:
 	fs.StringVar(&nodeIP, "node-ip", "", "comma-separated node IPs, primary first (default the host's first global unicast address)")
 	fs.StringVar(&labels, "node-labels", "", "labels `key=value,...` added to the Node at registration")
 	fs.StringVar(&taints, "register-with-taints", "", "taints `key=value:Effect,...` the Node is registered with")
-	fs.StringVar(&o.manifestPath, "pod-manifest-path", "", "directory (or file) of static pod manifests, re-read on change; empty for none")
-	fs.StringVar(&o.manifestURL, "manifest-url", "", "URL serving static pod manifests, polled every -http-check-frequency")
-	fs.Var(o.header, "manifest-url-header", "HTTP header `key:value` sent to -manifest-url; repeatable, or comma-separated")
-	fs.DurationVar(&o.syncFrequency, "sync-frequency", time.Minute, "how often every pod is synced again without a change")
-	fs.DurationVar(&o.fileCheck, "file-check-frequency", 20*time.Second, "how often -pod-manifest-path is re-read besides file notifications")
-	fs.DurationVar(&o.httpCheck, "http-check-frequency", 20*time.Second, "how often -manifest-url is polled")
-	fs.BoolVar(&o.allowPrivileged, "allow-privileged", true, "admit pods with privileged containers; false rejects them")
-	fs.BoolVar(&o.allowHostNamespaces, "allow-host-namespaces", true, "admit pods using the host's network, PID or IPC namespace; false rejects them")
-	fs.IntVar(&o.maxPods, "max-pods", 110, "how many pods may run, the Node's pods capacity")
+	o.pods.AddFlags(fs, "")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up more detail (logs go to stderr)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long, as on SIGINT; 0 runs until signalled")
 	fs.StringVar(&o.criEndpoint, "cri", "", "CRI runtime endpoint, e.g. unix:///run/containerd/containerd.sock; empty for the in-memory runtime")
@@ -132,28 +116,19 @@ func (o *options) validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
 	}
-	for name, d := range map[string]time.Duration{"-sync-frequency": o.syncFrequency, "-file-check-frequency": o.fileCheck,
-		"-http-check-frequency": o.httpCheck} {
-		if d <= 0 {
-			return bad("%s must be positive, got %s", name, d)
-		}
+	if err := o.pods.Validate(); err != nil {
+		return err
 	}
 	if o.duration < 0 {
 		return bad("-duration must not be negative, got %s", o.duration)
 	}
-	if o.maxPods <= 0 {
-		return bad("-max-pods must be positive, got %d", o.maxPods)
-	}
 	if o.kubeconfig == "" {
 		return bad("-kubeconfig is required")
 	}
-	if o.manifestPath != "" {
-		if _, err := os.Stat(o.manifestPath); err != nil {
+	if o.pods.ManifestPath != "" {
+		if _, err := os.Stat(o.pods.ManifestPath); err != nil {
 			return bad("-pod-manifest-path: %v", err)
 		}
-	}
-	if len(o.header) > 0 && o.manifestURL == "" {
-		return bad("-manifest-url-header needs -manifest-url")
 	}
 	if o.pauseImage != "" && o.criEndpoint == "" {
 		return bad("-pause-image needs -cri")
@@ -295,26 +270,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer closeRuntime()
 
-	var header http.Header
-	if len(o.header) > 0 {
-		header = http.Header(o.header)
-	}
-	a, err := agent.New(agent.Config{
-		NodeName:           o.nodeName,
-		Runtime:            rt,
-		PodSource:          cs.CoreV1().Pods(""),
-		StatusClient:       func(ns string) status.PodClient { return cs.CoreV1().Pods(ns) },
-		Secrets:            func(ns string) agent.SecretGetter { return cs.CoreV1().Secrets(ns) },
-		NodeIPs:            o.nodeIPs,
-		StaticPodPath:      o.manifestPath,
-		FileCheckFrequency: o.fileCheck,
-		ManifestURL:        o.manifestURL,
-		ManifestURLHeader:  header,
-		HTTPCheckFrequency: o.httpCheck,
-		SyncFrequency:      o.syncFrequency,
-		MaxPods:            o.maxPods,
-		DenyPrivileged:     !o.allowPrivileged,
-		DenyHostNamespaces: !o.allowHostNamespaces,
+	cfg := agent.Config{
+		NodeName:     o.nodeName,
+		Runtime:      rt,
+		PodSource:    cs.CoreV1().Pods(""),
+		StatusClient: func(ns string) status.PodClient { return cs.CoreV1().Pods(ns) },
+		Secrets:      func(ns string) agent.SecretGetter { return cs.CoreV1().Secrets(ns) },
+		NodeIPs:      o.nodeIPs,
 		Node: &node.Config{
 			Nodes:          cs.CoreV1().Nodes(),
 			Leases:         cs.CoordinationV1().Leases(v1.NamespaceNodeLease),
@@ -325,7 +287,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Log:             log.WithName("agent"),
 		Registerer:      reg,
 		ProbeRegisterer: probeReg,
-	})
+	}
+	o.pods.Apply(&cfg)
+	a, err := agent.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -374,7 +338,7 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, alloc 
 		Endpoint:       o.criEndpoint,
 		PodLogsRoot:    o.podLogsRoot,
 		PodsRoot:       o.podsRoot,
-		DenyPrivileged: !o.allowPrivileged,
+		DenyPrivileged: !o.pods.AllowPrivileged,
 		Log:            log.WithName("cri"),
 	})
 	if err != nil {

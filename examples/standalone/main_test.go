@@ -301,10 +301,10 @@ func TestManifestURLHeaderIsRepeatable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := o.header["A"]; len(got) != 2 || got[0] != "1" || got[1] != "3" {
+	if got := o.pods.Header["A"]; len(got) != 2 || got[0] != "1" || got[1] != "3" {
 		t.Errorf("header A = %v, want [1 3]", got)
 	}
-	if got := o.header["B"]; len(got) != 1 || got[0] != "2" {
+	if got := o.pods.Header["B"]; len(got) != 1 || got[0] != "2" {
 		t.Errorf("header B = %v, want [2]", got)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -33,25 +32,19 @@ var errUsage = nodeflags.ErrUsage
 const defaultManifests = "examples/standalone/manifests"
 
 type options struct {
-	manifestPath, manifestURL string
-	header                    nodeflags.HeaderFlag
-	nodeName                  string
-	syncFrequency             time.Duration
-	fileCheck, httpCheck      time.Duration
-	allowPrivileged           bool
-	allowHostNamespaces       bool
-	maxPods                   int
-	verbosity                 int
-	duration                  time.Duration
-	criEndpoint, pauseImage   string
-	podLogsRoot, podsRoot     string
-	dns                       nodeflags.DNS
-	cgroups                   nodeflags.Cgroups
-	serve                     nodeflags.Server
+	pods                    nodeflags.Pods
+	nodeName                string
+	verbosity               int
+	duration                time.Duration
+	criEndpoint, pauseImage string
+	podLogsRoot, podsRoot   string
+	dns                     nodeflags.DNS
+	cgroups                 nodeflags.Cgroups
+	serve                   nodeflags.Server
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{header: nodeflags.HeaderFlag{}}
+	o := &options{}
 	fs := flag.NewFlagSet("standalone", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -74,16 +67,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.manifestPath, "pod-manifest-path", defaultManifests, "directory (or file) of static pod manifests, re-read on change; empty for none")
-	fs.StringVar(&o.manifestURL, "manifest-url", "", "URL serving static pod manifests, polled every -http-check-frequency")
-	fs.Var(o.header, "manifest-url-header", "HTTP header `key:value` sent to -manifest-url; repeatable, or comma-separated")
+	o.pods.AddFlags(fs, defaultManifests)
 	fs.StringVar(&o.nodeName, "node-name", "", "node name, appended to static pod names (default the host name)")
-	fs.DurationVar(&o.syncFrequency, "sync-frequency", time.Minute, "how often every pod is synced again without a change")
-	fs.DurationVar(&o.fileCheck, "file-check-frequency", 20*time.Second, "how often -pod-manifest-path is re-read besides file notifications")
-	fs.DurationVar(&o.httpCheck, "http-check-frequency", 20*time.Second, "how often -manifest-url is polled")
-	fs.BoolVar(&o.allowPrivileged, "allow-privileged", true, "admit pods with privileged containers; false rejects them")
-	fs.BoolVar(&o.allowHostNamespaces, "allow-host-namespaces", true, "admit pods using the host's network, PID or IPC namespace; false rejects them")
-	fs.IntVar(&o.maxPods, "max-pods", 110, "how many pods may run; later ones are rejected with reason OutOfpods")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up more detail (logs go to stderr)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long, as on SIGINT; 0 runs until signalled")
 	fs.StringVar(&o.criEndpoint, "cri", "", "CRI runtime endpoint, e.g. unix:///run/containerd/containerd.sock; empty for the in-memory runtime. Images must be on the node or pullable")
@@ -109,31 +94,22 @@ func (o *options) validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
 	}
-	for name, d := range map[string]time.Duration{"-sync-frequency": o.syncFrequency, "-file-check-frequency": o.fileCheck,
-		"-http-check-frequency": o.httpCheck} {
-		if d <= 0 {
-			return bad("%s must be positive, got %s", name, d)
-		}
+	if err := o.pods.Validate(); err != nil {
+		return err
 	}
 	if o.duration < 0 {
 		return bad("-duration must not be negative, got %s", o.duration)
 	}
-	if o.maxPods <= 0 {
-		return bad("-max-pods must be positive, got %d", o.maxPods)
-	}
-	if o.manifestPath == "" && o.manifestURL == "" {
+	if o.pods.ManifestPath == "" && o.pods.ManifestURL == "" {
 		return bad("nothing to run: give -pod-manifest-path or -manifest-url")
 	}
-	if o.manifestPath != "" {
-		if _, err := os.Stat(o.manifestPath); err != nil {
-			if o.manifestPath == defaultManifests {
+	if o.pods.ManifestPath != "" {
+		if _, err := os.Stat(o.pods.ManifestPath); err != nil {
+			if o.pods.ManifestPath == defaultManifests {
 				return bad("no manifests at %s: run from the repository root or give -pod-manifest-path", defaultManifests)
 			}
 			return bad("-pod-manifest-path: %v", err)
 		}
-	}
-	if len(o.header) > 0 && o.manifestURL == "" {
-		return bad("-manifest-url-header needs -manifest-url")
 	}
 	if err := o.cgroups.Validate(o.criEndpoint); err != nil {
 		return err
@@ -177,27 +153,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer closeRuntime()
 
-	var header http.Header
-	if len(o.header) > 0 {
-		header = http.Header(o.header)
+	cfg := agent.Config{
+		NodeName:        o.nodeName,
+		Runtime:         rt,
+		TerminateOnExit: true,
+		Log:             log.WithName("agent"),
+		Registerer:      reg,
+		ProbeRegisterer: probeReg,
 	}
-	a, err := agent.New(agent.Config{
-		NodeName:           o.nodeName,
-		Runtime:            rt,
-		StaticPodPath:      o.manifestPath,
-		FileCheckFrequency: o.fileCheck,
-		ManifestURL:        o.manifestURL,
-		ManifestURLHeader:  header,
-		HTTPCheckFrequency: o.httpCheck,
-		SyncFrequency:      o.syncFrequency,
-		MaxPods:            o.maxPods,
-		DenyPrivileged:     !o.allowPrivileged,
-		DenyHostNamespaces: !o.allowHostNamespaces,
-		TerminateOnExit:    true,
-		Log:                log.WithName("agent"),
-		Registerer:         reg,
-		ProbeRegisterer:    probeReg,
-	})
+	o.pods.Apply(&cfg)
+	a, err := agent.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -212,7 +177,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("Starting", "node", o.nodeName, "runtime", rt.Type(), "manifests", o.manifestPath, "url", o.manifestURL)
+	log.Info("Starting", "node", o.nodeName, "runtime", rt.Type(), "manifests", o.pods.ManifestPath, "url", o.pods.ManifestURL)
 	defer log.Info("Stopped")
 	return view.Follow(func() error { return a.Run(ctx) })
 }
@@ -240,7 +205,7 @@ func newRuntime(ctx context.Context, o *options, reg prometheus.Registerer, log 
 		Endpoint:       o.criEndpoint,
 		PodLogsRoot:    o.podLogsRoot,
 		PodsRoot:       o.podsRoot,
-		DenyPrivileged: !o.allowPrivileged,
+		DenyPrivileged: !o.pods.AllowPrivileged,
 		Log:            log.WithName("cri"),
 	})
 	if err != nil {

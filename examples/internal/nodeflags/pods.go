@@ -1,0 +1,72 @@
+package nodeflags
+
+import (
+	"flag"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/nodekit/nodekit/agent"
+)
+
+// Pods are the kubelet's flags for where static pods come from, how often
+// pods are synced and which pods are admitted.
+type Pods struct {
+	ManifestPath, ManifestURL string
+	Header                    HeaderFlag
+	SyncFrequency             time.Duration
+	FileCheck, HTTPCheck      time.Duration
+	AllowPrivileged           bool
+	AllowHostNamespaces       bool
+	MaxPods                   int
+}
+
+// AddFlags defines -pod-manifest-path (default defaultManifestPath),
+// -manifest-url, -manifest-url-header, -sync-frequency,
+// -file-check-frequency, -http-check-frequency, -allow-privileged,
+// -allow-host-namespaces and -max-pods on fs.
+func (p *Pods) AddFlags(fs *flag.FlagSet, defaultManifestPath string) {
+	p.Header = HeaderFlag{}
+	fs.StringVar(&p.ManifestPath, "pod-manifest-path", defaultManifestPath, "directory (or file) of static pod manifests, re-read on change; empty for none")
+	fs.StringVar(&p.ManifestURL, "manifest-url", "", "URL serving static pod manifests, polled every -http-check-frequency")
+	fs.Var(p.Header, "manifest-url-header", "HTTP header `key:value` sent to -manifest-url; repeatable, or comma-separated")
+	fs.DurationVar(&p.SyncFrequency, "sync-frequency", time.Minute, "how often every pod is synced again without a change")
+	fs.DurationVar(&p.FileCheck, "file-check-frequency", 20*time.Second, "how often -pod-manifest-path is re-read besides file notifications")
+	fs.DurationVar(&p.HTTPCheck, "http-check-frequency", 20*time.Second, "how often -manifest-url is polled")
+	fs.BoolVar(&p.AllowPrivileged, "allow-privileged", true, "admit pods with privileged containers; false rejects them")
+	fs.BoolVar(&p.AllowHostNamespaces, "allow-host-namespaces", true, "admit pods using the host's network, PID or IPC namespace; false rejects them")
+	fs.IntVar(&p.MaxPods, "max-pods", 110, "how many pods may run (a Node's pods capacity); later ones are rejected with reason OutOfpods")
+}
+
+// Validate checks the flags; whether -pod-manifest-path exists is the
+// caller's to check, with its own hint.
+func (p *Pods) Validate() error {
+	for name, d := range map[string]time.Duration{"-sync-frequency": p.SyncFrequency, "-file-check-frequency": p.FileCheck,
+		"-http-check-frequency": p.HTTPCheck} {
+		if d <= 0 {
+			return fmt.Errorf("%w: %s must be positive, got %s", ErrUsage, name, d)
+		}
+	}
+	if p.MaxPods <= 0 {
+		return fmt.Errorf("%w: -max-pods must be positive, got %d", ErrUsage, p.MaxPods)
+	}
+	if len(p.Header) > 0 && p.ManifestURL == "" {
+		return fmt.Errorf("%w: -manifest-url-header needs -manifest-url", ErrUsage)
+	}
+	return nil
+}
+
+// Apply sets c's pod source, sync and admission fields from the flags.
+func (p *Pods) Apply(c *agent.Config) {
+	c.StaticPodPath = p.ManifestPath
+	c.FileCheckFrequency = p.FileCheck
+	c.ManifestURL = p.ManifestURL
+	if len(p.Header) > 0 {
+		c.ManifestURLHeader = http.Header(p.Header)
+	}
+	c.HTTPCheckFrequency = p.HTTPCheck
+	c.SyncFrequency = p.SyncFrequency
+	c.MaxPods = p.MaxPods
+	c.DenyPrivileged = !p.AllowPrivileged
+	c.DenyHostNamespaces = !p.AllowHostNamespaces
+}
