@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,22 +18,10 @@ import (
 	"github.com/nodekit/nodekit/internal/testenv"
 )
 
-// buildKubenode builds examples/kubenode (a module of its own) into a
-// temporary directory. -race shares the build cache with the e2e binary's
-// client-go.
+// buildKubenode builds examples/kubenode (a module of its own); -race
+// shares the build cache with the e2e binary's client-go.
 func buildKubenode(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "kubenode")
-	cmd := exec.CommandContext(t.Context(), goBin, "build", "-race", "-o", bin, ".")
-	cmd.Dir = filepath.Join("..", "examples", "kubenode")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building examples/kubenode: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.BuildProgram(t, filepath.Join("..", "examples", "kubenode"), "-race")
 }
 
 // writeKubeconfig writes a kubeconfig for cfg's apiserver with its client

@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,15 +19,7 @@ func TestBinaryServesHealthzAndMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the program")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool to build the program with")
-	}
-	bin := filepath.Join(t.TempDir(), "standalone")
-	build := exec.Command(goBin, "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testenv.BuildProgram(t, ".")
 	hp, ap := freePort(t), freePort(t)
 	var stderr testenv.Buffer
 	cmd := exec.Command(bin, "-pod-manifest-path", "manifests/web.yaml", "-node-name", "bin-node", "-healthz-port", hp, "-port", ap)
