@@ -367,9 +367,11 @@ func (g *GenericPLEG) collect(pid types.UID, rec *podRecord, pod *runtime.Pod) {
 // each, else re-arms the timer.
 func (g *GenericPLEG) inspectAll(ctx context.Context, ts time.Time) {
 	workers := min(g.parallelism, len(g.items))
+	in := inspector{g: g, parent: ctx}
+	defer in.close()
 	if workers <= 1 {
 		for i := range g.items {
-			g.process(ctx, &g.items[i], ts)
+			g.process(ctx, &in, &g.items[i], ts)
 		}
 		return
 	}
@@ -383,7 +385,7 @@ func (g *GenericPLEG) inspectAll(ctx context.Context, ts time.Time) {
 		if i >= len(g.items) {
 			break
 		}
-		g.process(ctx, &g.items[i], ts)
+		g.process(ctx, &in, &g.items[i], ts)
 		a.done.Add(1)
 		if a.check.Load() {
 			a.check.Store(false)
@@ -447,18 +449,20 @@ func (a *adaptive) spawn() {
 }
 
 func (a *adaptive) help() {
+	in := inspector{g: a.g, parent: a.ctx}
+	defer in.close()
 	for {
 		i := int(a.next.Add(1)) - 1
 		if i >= len(a.g.items) {
 			return
 		}
-		a.g.process(a.ctx, &a.g.items[i], a.ts)
+		a.g.process(a.ctx, &in, &a.g.items[i], a.ts)
 		a.done.Add(1)
 	}
 }
 
 // process inspects one pod, writes the cache and sends the pod's events.
-func (g *GenericPLEG) process(ctx context.Context, it *item, ts time.Time) {
+func (g *GenericPLEG) process(ctx context.Context, in *inspector, it *item, ts time.Time) {
 	if it.pod == nil {
 		g.log.V(4).Info("Pod is gone; deleting its status", "podUID", it.pid)
 		g.cache.Delete(it.pid)
@@ -466,7 +470,7 @@ func (g *GenericPLEG) process(ctx context.Context, it *item, ts time.Time) {
 		g.send(it, nil)
 		return
 	}
-	status, err := g.inspect(ctx, it.pod)
+	status, err := in.inspect(it.pod)
 	if err != nil {
 		if ctx.Err() != nil {
 			return // shutting down: the error says nothing about the pod
@@ -486,26 +490,58 @@ func (g *GenericPLEG) process(ctx context.Context, it *item, ts time.Time) {
 	g.send(it, status)
 }
 
+// inspector bounds one worker's inspections by the inspection timeout. Its
+// context and timer are reused across inspections (a relist's worker
+// inspects one pod after another): a new pair is made only after a timeout
+// fired, since that cancels the context. Each timer's callback cancels the
+// context made with it, so a late firing never touches a newer context.
+type inspector struct {
+	g      *GenericPLEG
+	parent context.Context
+	ctx    context.Context // nil until the first inspection and after a timeout
+	cancel context.CancelCauseFunc
+	timer  clock.Timer
+}
+
 // inspect calls GetPodStatus, bounded by the inspection timeout. A panic in
 // the runtime becomes an error, since it runs on the PLEG's goroutine.
-func (g *GenericPLEG) inspect(ctx context.Context, pod *runtime.Pod) (status *runtime.PodStatus, err error) {
-	ictx, cancel := context.WithCancelCause(ctx)
-	timer := g.clock.AfterFunc(g.inspectTimeout, func() { cancel(ErrInspectionTimeout) })
+func (in *inspector) inspect(pod *runtime.Pod) (status *runtime.PodStatus, err error) {
+	g := in.g
+	if in.ctx == nil {
+		ctx, cancel := context.WithCancelCause(in.parent)
+		in.ctx, in.cancel = ctx, cancel
+		in.timer = g.clock.AfterFunc(g.inspectTimeout, func() { cancel(ErrInspectionTimeout) })
+	} else {
+		in.timer.Reset(g.inspectTimeout)
+	}
+	ictx := in.ctx
 	defer func() {
-		timer.Stop()
+		if !in.timer.Stop() || ictx.Err() != nil {
+			in.close() // fired or firing, or the parent is done: next gets a new pair
+		}
 		if r := recover(); r != nil {
 			status, err = nil, fmt.Errorf("pleg: GetPodStatus panicked: %v", r)
 		}
 		if err != nil && errors.Is(context.Cause(ictx), ErrInspectionTimeout) {
 			err = fmt.Errorf("%w after %v: %w", ErrInspectionTimeout, g.inspectTimeout, err)
 		}
-		cancel(nil)
 	}()
 	status, err = g.runtime.GetPodStatus(ictx, pod.ID, pod.Name, pod.Namespace)
 	if err == nil && status == nil {
 		err = errors.New("pleg: runtime returned no status and no error")
 	}
 	return status, err
+}
+
+// close stops the timer and releases the context; the next inspection makes
+// a new pair.
+func (in *inspector) close() {
+	if in.ctx == nil {
+		return
+	}
+	in.timer.Stop()
+	in.cancel(nil)
+	in.ctx, in.cancel, in.timer = nil, nil, nil
 }
 
 // keepIPs keeps the cached IPs of a pod whose new status has none and no

@@ -417,3 +417,64 @@ func TestInspectionsSlowerThanThePaceGoParallel(t *testing.T) {
 	assert.False(t, alone, "after a slow pace, inspections run in parallel")
 	assert.Equal(t, pods, tp.lastStats().Events.Started)
 }
+
+func TestEachInspectionHasItsOwnTimeoutAfterOneTimesOut(t *testing.T) {
+	const timeout = 30 * time.Second
+	tp := newTestPLEG(t, func(c *Config) {
+		c.InspectParallelism = 1 // one worker inspects all three in turn
+		c.InspectTimeout = timeout
+	})
+	type call struct {
+		uid     types.UID
+		ctx     context.Context
+		release chan struct{}
+	}
+	calls := make(chan call)
+	tp.lister.statusFn = func(ctx context.Context, uid types.UID) (*runtime.PodStatus, error) {
+		c := call{uid: uid, ctx: ctx, release: make(chan struct{})}
+		calls <- c
+		select {
+		case <-c.release:
+			return statusOf(uid, pod(uid, ctr("c-"+string(uid), cRunning))), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	tp.lister.setPods(
+		pod("a", ctr("c-a", cRunning)),
+		pod("b", ctr("c-b", cRunning)),
+		pod("c", ctr("c-c", cRunning)),
+	)
+	done := make(chan error, 1)
+	go func() { done <- tp.Relist(context.Background()) }()
+
+	// The first answers after two thirds of the timeout.
+	first := recv(t, calls, "the first inspection")
+	tp.clock.Step(timeout * 2 / 3)
+	require.NoError(t, first.ctx.Err())
+	close(first.release)
+
+	// The second's timeout counts from its own start, not the first's.
+	second := recv(t, calls, "the second inspection")
+	tp.clock.Step(timeout * 2 / 3)
+	require.NoError(t, second.ctx.Err(), "timed out counting the first inspection's time")
+	tp.clock.Step(timeout / 3)
+	require.ErrorIs(t, context.Cause(second.ctx), ErrInspectionTimeout)
+
+	// The third is not cancelled by the second's timeout and has its own.
+	third := recv(t, calls, "the third inspection")
+	require.NoError(t, third.ctx.Err(), "cancelled by an earlier inspection's timeout")
+	tp.clock.Step(timeout - time.Second)
+	require.NoError(t, third.ctx.Err())
+	close(third.release)
+	require.NoError(t, recv(t, done, "the relist"))
+
+	for uid, wantErr := range map[types.UID]bool{first.uid: false, second.uid: true, third.uid: false} {
+		_, err := tp.cache.Get(uid)
+		if wantErr {
+			assert.ErrorIs(t, err, ErrInspectionTimeout, "pod %s", uid)
+		} else {
+			assert.NoError(t, err, "pod %s", uid)
+		}
+	}
+}
