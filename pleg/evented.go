@@ -199,6 +199,9 @@ func (e *EventedPLEG) setStreaming(on bool) {
 		return
 	}
 	if on {
+		// A relist that fails or cannot inspect a pod is retried at the
+		// normal period: no event may come to refresh what it left stale.
+		e.g.retryPeriod.Store(int64(e.period))
 		_ = e.g.SetRelistDuration(e.streamPeriod, e.streamThreshold)
 	} else {
 		_ = e.g.SetRelistDuration(e.period, e.threshold)

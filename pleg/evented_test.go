@@ -2,6 +2,7 @@ package pleg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -298,4 +299,48 @@ func TestEventedPLEGKeepsRunningGaugesBetweenRelists(t *testing.T) {
 		return gauge("kubelet_running_containers", "running") == 1 && gauge("kubelet_running_containers", "exited") == 1
 	}, guard, time.Millisecond, "the exit moves one container from running to exited")
 	assert.Equal(t, int32(2), f.relists.Load(), "no relist in between")
+}
+
+// silentStream is a runtime whose event stream opens and stays quiet.
+type silentStream struct{ *scriptedLister }
+
+func (silentStream) WatchContainerEvents(ctx context.Context) (<-chan runtime.ContainerEvent, error) {
+	return make(chan runtime.ContainerEvent), nil
+}
+
+// While streaming, a pod whose inspection failed in a relist is inspected
+// again after the normal period, not the slow streaming one: no event may
+// come to replace the error its entry holds, and the error fails every sync
+// of the pod's worker until then.
+func TestEventedPLEGReinspectsFailedPodAtNormalPeriod(t *testing.T) {
+	relisted := make(chan struct{}, 10)
+	tp := newTestPLEG(t, func(c *Config) {
+		c.RelistPeriod = time.Second
+		c.OnRelist = func(RelistStats) { relisted <- struct{}{} }
+	})
+	p := pod("uid-flaky", ctr("c1", cRunning))
+	tp.lister.setPods(p)
+	tp.lister.setStatus(p.ID, nil, errors.New("inspection failed"))
+	e, err := NewEvented(EventedConfig{Generic: tp.GenericPLEG, Events: silentStream{tp.lister}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, recv(t, done, "Start to return"))
+	}()
+	recv(t, relisted, "the relist at start")
+	recv(t, relisted, "the relist when the stream opened")
+	require.Eventually(t, e.Streaming, guard, time.Millisecond)
+	_, err = tp.cache.Get(p.ID)
+	require.Error(t, err, "the failed inspection is in the cache")
+
+	tp.lister.setStatus(p.ID, statusOf(p.ID, p), nil)
+	require.Eventually(t, tp.clock.HasWaiters, guard, time.Millisecond)
+	tp.clock.Step(time.Second)
+	recv(t, relisted, "a relist one normal period after the failed inspection")
+	s, err := tp.cache.Get(p.ID)
+	require.NoError(t, err)
+	require.NotNil(t, s.FindContainerStatusByName("c1"))
 }

@@ -34,8 +34,15 @@ type GenericPLEG struct {
 	events chan PodLifecycleEvent
 
 	period, threshold atomic.Int64 // time.Duration
-	periodChanged     chan struct{}
-	running           atomic.Bool
+	// retryPeriod, if shorter than period (the evented PLEG's normal
+	// period while its slow streaming one is set), is the wait after a
+	// relist that failed or left pods to reinspect: nothing else refreshes
+	// those pods' cache entries, and a stale error entry would fail their
+	// workers' syncs until the next slow relist.
+	retryPeriod   atomic.Int64 // time.Duration; 0: none
+	incomplete    atomic.Bool  // the last relist failed or left pods to reinspect
+	periodChanged chan struct{}
+	running       atomic.Bool
 
 	// lastMu guards lastRelist, the start of the last relist whose GetPods
 	// succeeded.
@@ -119,11 +126,26 @@ func (g *GenericPLEG) SetRelistDuration(period, threshold time.Duration) error {
 	}
 	g.period.Store(int64(period))
 	g.threshold.Store(int64(threshold))
+	g.wake()
+	return nil
+}
+
+// wake makes a waiting Start re-read its period.
+func (g *GenericPLEG) wake() {
 	select {
 	case g.periodChanged <- struct{}{}:
 	default: // a wake-up is already pending
 	}
-	return nil
+}
+
+// nextPeriod is the wait between relists: the period, or the retry period
+// if shorter and the last relist was incomplete.
+func (g *GenericPLEG) nextPeriod() time.Duration {
+	d := time.Duration(g.period.Load())
+	if r := time.Duration(g.retryPeriod.Load()); r > 0 && r < d && g.incomplete.Load() {
+		return r
+	}
+	return d
 }
 
 // Healthy reports whether the last successful relist began within the
@@ -155,7 +177,7 @@ func (g *GenericPLEG) Start(ctx context.Context) error {
 		_ = g.Relist(ctx) // logged and reported by relist
 		end := g.clock.Now()
 		for {
-			d := time.Duration(g.period.Load()) - g.clock.Since(end)
+			d := g.nextPeriod() - g.clock.Since(end)
 			if d <= 0 {
 				break
 			}
@@ -183,6 +205,10 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	st := RelistStats{Timestamp: g.clock.Now()}
 	err := g.relist(ctx, &st)
 	st.Err = err
+	incomplete := err != nil || len(g.reinspect) > 0
+	if g.incomplete.Swap(incomplete) != incomplete && incomplete {
+		g.wake() // a waiting Start re-times its wait with the retry period
+	}
 	st.Duration = g.clock.Since(st.Timestamp)
 	if g.metrics != nil {
 		g.lastMu.Lock()
