@@ -109,6 +109,10 @@ func NewEvented(c EventedConfig) (*EventedPLEG, error) {
 		}
 	}
 	e.retryMax = max(e.retryMax, e.retry)
+	// While streaming, a relist that fails or cannot inspect a pod is
+	// retried at the normal period: no event may come to refresh what it
+	// left stale. Outside streaming the period is the normal one anyway.
+	c.Generic.retryPeriod.Store(int64(e.period))
 	var err error
 	if e.metrics, err = newStreamMetrics(c.Registerer); err != nil {
 		return nil, err
@@ -199,9 +203,6 @@ func (e *EventedPLEG) setStreaming(on bool) {
 		return
 	}
 	if on {
-		// A relist that fails or cannot inspect a pod is retried at the
-		// normal period: no event may come to refresh what it left stale.
-		e.g.retryPeriod.Store(int64(e.period))
 		_ = e.g.SetRelistDuration(e.streamPeriod, e.streamThreshold)
 	} else {
 		_ = e.g.SetRelistDuration(e.period, e.threshold)

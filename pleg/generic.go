@@ -34,8 +34,8 @@ type GenericPLEG struct {
 	events chan PodLifecycleEvent
 
 	period, threshold atomic.Int64 // time.Duration
-	// retryPeriod, if shorter than period (the evented PLEG's normal
-	// period while its slow streaming one is set), is the wait after a
+	// retryPeriod, if set and shorter than period (NewEvented sets its
+	// normal period, shorter than the slow streaming one), is the wait after a
 	// relist that failed or left pods to reinspect: nothing else refreshes
 	// those pods' cache entries, and a stale error entry would fail their
 	// workers' syncs until the next slow relist.
@@ -142,8 +142,8 @@ func (g *GenericPLEG) wake() {
 // if shorter and the last relist was incomplete.
 func (g *GenericPLEG) nextPeriod() time.Duration {
 	d := time.Duration(g.period.Load())
-	if r := time.Duration(g.retryPeriod.Load()); r > 0 && r < d && g.incomplete.Load() {
-		return r
+	if r := time.Duration(g.retryPeriod.Load()); r > 0 && g.incomplete.Load() {
+		return min(d, r)
 	}
 	return d
 }
@@ -206,7 +206,7 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	err := g.relist(ctx, &st)
 	st.Err = err
 	incomplete := err != nil || len(g.reinspect) > 0
-	if g.incomplete.Swap(incomplete) != incomplete && incomplete {
+	if was := g.incomplete.Swap(incomplete); incomplete && !was {
 		g.wake() // a waiting Start re-times its wait with the retry period
 	}
 	st.Duration = g.clock.Since(st.Timestamp)
