@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/podconfig/podconfigtest"
 )
 
 func TestQuantityFingerprintIsByValue(t *testing.T) {
@@ -37,7 +39,7 @@ func TestQuantityFingerprintIsByValue(t *testing.T) {
 
 func TestFingerprintDoesNotModifyThePod(t *testing.T) {
 	f := newFingerprinter()
-	p := benchPod(1, "img")
+	p := podconfigtest.WorkloadPod(1, "img")
 	before := p.DeepCopy()
 	f.semantic(p)
 	f.status(p)

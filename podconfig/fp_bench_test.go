@@ -1,10 +1,14 @@
 package podconfig
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/nodekit/nodekit/podconfig/podconfigtest"
+)
 
 func BenchmarkFingerprint(b *testing.B) {
 	f := newFingerprinter()
-	p := benchPod(1, "img")
+	p := podconfigtest.WorkloadPod(1, "img")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		f.semantic(p)
@@ -13,7 +17,7 @@ func BenchmarkFingerprint(b *testing.B) {
 
 func BenchmarkFingerprintStatus(b *testing.B) {
 	f := newFingerprinter()
-	p := benchPod(1, "img")
+	p := podconfigtest.WorkloadPod(1, "img")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		f.status(p)

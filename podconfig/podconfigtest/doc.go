@@ -2,7 +2,8 @@
 // built on podconfig and its sources:
 //
 //   - Recorder, an EventRecorder that keeps every event it is given;
-//   - PodClient, a pod list/watch client for the apiserver source.
+//   - PodClient, a pod list/watch client for the apiserver source;
+//   - WorkloadPod, a typical workload pod, for benchmarks and tests.
 //
 // Where they differ from the real thing: Recorder formats the message with
 // fmt.Sprintf and does not aggregate or rate-limit as client-go's recorder
