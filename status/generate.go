@@ -88,13 +88,9 @@ func GeneratePodStatus(pod *v1.Pod, rs *runtime.PodStatus, old *v1.PodStatus, op
 	if len(s.PodIPs) > 0 {
 		s.PodIP = s.PodIPs[0].IP
 	}
-	switch {
-	case old.QOSClass != "":
-		s.QOSClass = old.QOSClass
-	case pod.Status.QOSClass != "":
-		s.QOSClass = pod.Status.QOSClass
-	default:
-		s.QOSClass = podQOS(&pod.Spec)
+	s.QOSClass = old.QOSClass
+	if s.QOSClass == "" {
+		s.QOSClass = podutil.QOSClass(pod)
 	}
 
 	g := generator{pod: pod, rs: rs, reasons: opts.Reasons, probes: opts.Probes, hasInit: len(pod.Spec.InitContainers) > 0}
@@ -590,7 +586,3 @@ func getPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, podIsTer
 		return v1.PodPending
 	}
 }
-
-// podQOS computes the pod's QoS class from its containers' cpu and memory
-// requests and limits, as the apiserver does on creation.
-func podQOS(spec *v1.PodSpec) v1.PodQOSClass { return podutil.ComputeQOSClass(spec) }

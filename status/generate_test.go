@@ -330,7 +330,7 @@ func TestSandboxReady(t *testing.T) {
 	}
 }
 
-func TestPodQOS(t *testing.T) {
+func TestGeneratedQOSClass(t *testing.T) {
 	rl := func(cpu, mem string) v1.ResourceList {
 		l := v1.ResourceList{}
 		if cpu != "" {
@@ -341,13 +341,28 @@ func TestPodQOS(t *testing.T) {
 		}
 		return l
 	}
-	spec := func(req, lim v1.ResourceList) *v1.PodSpec {
-		return &v1.PodSpec{Containers: []v1.Container{{Name: "a", Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}}}
+	pod := func(req, lim v1.ResourceList, qos v1.PodQOSClass) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a", Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}}},
+			Status: v1.PodStatus{QOSClass: qos}}
 	}
-	assert.Equal(t, v1.PodQOSBestEffort, podQOS(spec(nil, nil)))
-	assert.Equal(t, v1.PodQOSGuaranteed, podQOS(spec(rl("1", "1Gi"), rl("1", "1Gi"))))
-	assert.Equal(t, v1.PodQOSBurstable, podQOS(spec(rl("500m", "1Gi"), rl("1", "1Gi"))))
-	assert.Equal(t, v1.PodQOSBurstable, podQOS(spec(rl("1", ""), nil)))
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		old  v1.PodQOSClass
+		want v1.PodQOSClass
+	}{
+		{"no requests or limits is BestEffort", pod(nil, nil, ""), "", v1.PodQOSBestEffort},
+		{"requests equal to limits is Guaranteed", pod(rl("1", "1Gi"), rl("1", "1Gi"), ""), "", v1.PodQOSGuaranteed},
+		{"requests below limits is Burstable", pod(rl("500m", "1Gi"), rl("1", "1Gi"), ""), "", v1.PodQOSBurstable},
+		{"a cpu request alone is Burstable", pod(rl("1", ""), nil, ""), "", v1.PodQOSBurstable},
+		{"the apiserver's class wins over the spec", pod(nil, nil, v1.PodQOSBurstable), "", v1.PodQOSBurstable},
+		{"the old status's class wins over the pod's", pod(nil, nil, v1.PodQOSBurstable), v1.PodQOSGuaranteed, v1.PodQOSGuaranteed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := GeneratePodStatus(tc.pod, nil, &v1.PodStatus{QOSClass: tc.old}, GenerateOptions{})
+			assert.Equal(t, tc.want, st.QOSClass)
+		})
+	}
 }
 
 func TestReasonCacheFallsBackForUnknownErrors(t *testing.T) {
