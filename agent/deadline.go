@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -51,19 +52,10 @@ func (w *workQueue) GetWork() []types.UID {
 	a := (*Agent)(w)
 	uids := a.queue.GetWork()
 	for _, pod := range a.pods.PodsWithActiveDeadline() {
-		if !a.pastActiveDeadline(pod) || a.isTerminal(pod) || containsUID(uids, pod.UID) {
+		if !a.pastActiveDeadline(pod) || a.isTerminal(pod) || slices.Contains(uids, pod.UID) {
 			continue
 		}
 		uids = append(uids, pod.UID)
 	}
 	return uids
-}
-
-func containsUID(uids []types.UID, uid types.UID) bool {
-	for _, u := range uids {
-		if u == uid {
-			return true
-		}
-	}
-	return false
 }
