@@ -135,7 +135,7 @@ func (a *Agent) markStartupPending(pod *v1.Pod, rs *runtime.PodStatus) *runtime.
 	var out *runtime.PodStatus
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if c.StartupProbe == nil || c.RestartPolicy == nil || *c.RestartPolicy != v1.ContainerRestartPolicyAlways {
+		if c.StartupProbe == nil || !podutil.IsRestartableInitContainer(c) {
 			continue
 		}
 		for j, cs := range rs.ContainerStatuses {
@@ -170,7 +170,7 @@ func probedContainer(pod *v1.Pod, name string) (c *v1.Container, sidecar bool) {
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if c.Name == name && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if c.Name == name && podutil.IsRestartableInitContainer(c) {
 			return c, true
 		}
 	}

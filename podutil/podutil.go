@@ -68,3 +68,9 @@ func BuildFullName(name, namespace string) string {
 func IsCritical(pod *v1.Pod) bool {
 	return IsStaticPod(pod) || IsMirrorPod(pod)
 }
+
+// IsRestartableInitContainer reports whether an init container is a sidecar
+// (restartPolicy Always): it keeps running beside the regular containers.
+func IsRestartableInitContainer(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}

@@ -48,3 +48,20 @@ func TestFullNameJoinsNameAndNamespace(t *testing.T) {
 		t.Fatalf("FullName = %q, want web_ns", got)
 	}
 }
+
+func TestOnlyAnInitContainerWithRestartPolicyAlwaysIsASidecar(t *testing.T) {
+	always, never := v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicy("Never")
+	for _, tc := range []struct {
+		name   string
+		policy *v1.ContainerRestartPolicy
+		want   bool
+	}{
+		{"no restart policy", nil, false},
+		{"restart policy Always", &always, true},
+		{"another restart policy", &never, false},
+	} {
+		if got := IsRestartableInitContainer(&v1.Container{RestartPolicy: tc.policy}); got != tc.want {
+			t.Errorf("%s: IsRestartableInitContainer = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/podutil"
 )
 
 // Reasons of the conditions the agent generates, as in the kubelet.
@@ -51,11 +53,6 @@ func findContainerStatus(statuses []v1.ContainerStatus, name string) *v1.Contain
 	return nil
 }
 
-// isRestartableInit reports whether an init container is a sidecar.
-func isRestartableInit(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
 func isTerminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
 
 // nameList formats names as the kubelet's messages do ("[a b]").
@@ -86,7 +83,7 @@ func containersReadyCondition(spec *v1.PodSpec, initStatuses, statuses []v1.Cont
 	var unknown, unready []string
 	for i := range spec.InitContainers {
 		c := &spec.InitContainers[i]
-		if !isRestartableInit(c) {
+		if !podutil.IsRestartableInitContainer(c) {
 			continue
 		}
 		if s := findContainerStatus(initStatuses, c.Name); s == nil {
@@ -157,7 +154,7 @@ func initializedCondition(spec *v1.PodSpec, initStatuses, statuses []v1.Containe
 		switch {
 		case s == nil:
 			unknown = append(unknown, c.Name)
-		case isRestartableInit(c):
+		case podutil.IsRestartableInitContainer(c):
 			if s.Started == nil || !*s.Started {
 				incomplete = append(incomplete, c.Name)
 			}

@@ -329,7 +329,7 @@ func (g *generator) setProbeResults(c *v1.Container, st, old *v1.ContainerStatus
 		*started = sameInstance && old.Started != nil && *old.Started
 	}
 	st.Started = started
-	if kind == kindInit && !isRestartableInit(c) {
+	if kind == kindInit && !podutil.IsRestartableInitContainer(c) {
 		st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
 		return
 	}
@@ -489,7 +489,7 @@ func getPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, podIsTer
 	for i := range spec.InitContainers {
 		c := &spec.InitContainers[i]
 		s := findContainerStatus(initStatuses, c.Name)
-		if isRestartableInit(c) {
+		if podutil.IsRestartableInitContainer(c) {
 			switch {
 			case s == nil:
 				unknown++

@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/podutil"
 )
 
 // checkContainerTransitions refuses a status in which a container that
@@ -39,7 +41,7 @@ func checkContainerTransitions(old, status *v1.PodStatus, spec *v1.PodSpec) erro
 	return check(old.InitContainerStatuses, status.InitContainerStatuses, func(name string) bool {
 		for i := range spec.InitContainers {
 			if spec.InitContainers[i].Name == name {
-				return isRestartableInit(&spec.InitContainers[i])
+				return podutil.IsRestartableInitContainer(&spec.InitContainers[i])
 			}
 		}
 		return false
