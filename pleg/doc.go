@@ -45,7 +45,9 @@
 // events (runtime.ContainerEventer, the CRI's GetContainerEvents): events and
 // the status they carry reach the channel and the cache as they happen, the
 // generic PLEG relists slowly (5 min) as a safety net, and at its normal
-// period while the stream is down until it is opened again.
+// period while the stream is down until it is opened again, and after a
+// relist that failed or could not inspect a pod (no event may come to
+// refresh what it left stale).
 //
 // Usage: ExampleNew relists an in-memory runtime and reads the events (a
 // test drives the PLEG so, with Relist and Watch, without Start); a program

@@ -32,7 +32,8 @@ type EventedConfig struct {
 	Events runtime.ContainerEventer
 	// StreamingRelistPeriod and StreamingRelistThreshold replace the
 	// generic PLEG's period and threshold while the stream works. Defaults
-	// 5m and 10m, as the kubelet's.
+	// 5m and 10m, as the kubelet's. A relist that fails or cannot inspect
+	// a pod is still followed by the next at the normal period.
 	StreamingRelistPeriod, StreamingRelistThreshold time.Duration
 	// StreamRetryPeriod is the wait before a broken stream is opened again;
 	// relisting runs at the normal period meanwhile. Default 10s. It doubles
