@@ -344,3 +344,43 @@ func TestEventedPLEGReinspectsFailedPodAtNormalPeriod(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, s.FindContainerStatusByName("c1"))
 }
+
+// A relist made outside Start's loop (here by the caller) that fails to
+// inspect a pod while streaming makes the waiting Start re-time its wait
+// to the normal period, rather than sleep out the slow one it was in.
+func TestEventedPLEGRetimesSlowWaitAfterIncompleteRelist(t *testing.T) {
+	relisted := make(chan struct{}, 10)
+	tp := newTestPLEG(t, func(c *Config) {
+		c.RelistPeriod = time.Second
+		c.OnRelist = func(RelistStats) { relisted <- struct{}{} }
+	})
+	p := pod("uid-later-flaky", ctr("c1", cRunning))
+	tp.lister.setPods(p)
+	e, err := NewEvented(EventedConfig{Generic: tp.GenericPLEG, Events: silentStream{tp.lister}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, recv(t, done, "Start to return"))
+	}()
+	recv(t, relisted, "the relist at start")
+	recv(t, relisted, "the relist when the stream opened")
+	require.Eventually(t, e.Streaming, guard, time.Millisecond)
+
+	p2 := pod(p.ID, ctr("c1", cRunning), ctr("c2", cRunning))
+	tp.lister.setPods(p2)
+	tp.lister.setStatus(p.ID, nil, errors.New("inspection failed"))
+	require.NoError(t, tp.Relist(ctx))
+	recv(t, relisted, "the caller's relist")
+	_, err = tp.cache.Get(p.ID)
+	require.Error(t, err, "the failed inspection is in the cache")
+
+	tp.lister.setStatus(p.ID, statusOf(p.ID, p2), nil)
+	tp.clock.Step(time.Second)
+	recv(t, relisted, "a relist one normal period later, not one streaming period")
+	s, err := tp.cache.Get(p.ID)
+	require.NoError(t, err)
+	require.NotNil(t, s.FindContainerStatusByName("c2"))
+}
