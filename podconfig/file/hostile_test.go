@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodekit/nodekit/internal/reltable"
+	"github.com/nodekit/nodekit/podconfig"
 )
 
 // A directory of 1,000 manifests is read into one SET of 1,000 pods.
@@ -106,9 +108,18 @@ func TestHostileFilesLeaveGoodManifestsAlone(t *testing.T) {
 	}
 	assert.ElementsMatch(t, want, got)
 	events := h.rec.Events()
-	assert.NotEmpty(t, events, "invalid manifests are reported")
+	reported := map[string]bool{}
 	for _, e := range events {
 		t.Log(e)
+		assert.Equal(t, podconfig.ReasonFailedValidation, e.Reason, e.Message)
+		for _, f := range []string{"half.yaml", "empty.yaml", "good.yaml", ".good.yaml.swp", "fifo.yaml"} {
+			reported[f] = reported[f] || strings.Contains(e.Message, "/"+f+":")
+		}
+	}
+	assert.True(t, reported["half.yaml"], "half-written YAML is reported")
+	assert.True(t, reported["empty.yaml"], "an empty file is reported")
+	for _, f := range []string{"good.yaml", ".good.yaml.swp", "fifo.yaml"} {
+		assert.False(t, reported[f], "%s is not reported", f)
 	}
 	reltable.Print(t, reltable.Row{
 		Test: "podconfig/file: TestHostileFilesLeaveGoodManifestsAlone",
