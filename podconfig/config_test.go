@@ -298,6 +298,23 @@ func TestPodWithoutUIDIsRejectedOnceWithEventAndErrorLog(t *testing.T) {
 	}
 }
 
+// A pod without a UID that a SET no longer carries is forgotten: sent
+// again later, it is reported again.
+func TestPodWithoutUIDLeftOutOfASetIsReportedAgain(t *testing.T) {
+	tt := newTester(t, Incremental)
+	noUID := validPod("nouid", "new")
+	noUID.UID = ""
+	other := validPod("other", "new")
+	tt.send(update(SET, testSource, noUID, other))
+	tt.expect(update(ADD, testSource, validPod("other", "new")))
+	tt.send(update(SET, testSource, other))
+	tt.expectNothing()
+	require.Len(t, tt.rec.Events(), 1)
+	tt.send(update(SET, testSource, noUID.DeepCopy(), other))
+	tt.expectNothing()
+	assert.Len(t, tt.rec.Events(), 2, "reported again after a SET without it")
+}
+
 func TestNilPodIsIgnored(t *testing.T) {
 	tt := newTester(t, Incremental)
 	tt.send(update(ADD, testSource, nil, validPod("foo", "new")))
