@@ -39,15 +39,7 @@ func startAgent(t *testing.T, cs *kubernetes.Clientset, rt *fake.Runtime, cfg ag
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent.Run: %v", err)
-		}
-	})
+	runAgent(t, a)
 	return a
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/e2e/cluster"
 )
 
@@ -41,13 +42,21 @@ func TestMain(m *testing.M) {
 }
 
 // startCluster runs a fresh etcd and kube-apiserver for t, stopped when t
-// ends however it ends. Without the server binaries t is skipped.
+// ends however it ends. Without the server binaries t is skipped (TestMain
+// has already failed the run under CI=true).
 func startCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	return startClusterWith(t, cluster.Config{})
+}
+
+// startClusterWith is startCluster with cfg; its Binaries are filled in.
+func startClusterWith(t *testing.T, cfg cluster.Config) *cluster.Cluster {
 	t.Helper()
 	if servers.err != nil {
 		t.Skipf("no etcd/kube-apiserver (%v); build them with: bash e2e/hack/servers.sh build", servers.err)
 	}
-	c, err := cluster.Start(t.Context(), cluster.Config{Binaries: servers.bins})
+	cfg.Binaries = servers.bins
+	c, err := cluster.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +84,20 @@ func clientset(t *testing.T, cfg *rest.Config, qps float32, burst int, wrap ...f
 	// Idle keep-alive connections would outlive the test and its cluster.
 	t.Cleanup(func() { closeIdle(cfg) })
 	return cs, &n
+}
+
+// runAgent runs a until t ends, then stops it and fails t if Run failed.
+func runAgent(t *testing.T, a *agent.Agent) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent.Run: %v", err)
+		}
+	})
 }
 
 type countingTransport struct {

@@ -32,14 +32,7 @@ func TestClusterPodEnvAndVolumesOnContainerd(t *testing.T) {
 	// every other test sharing containerd too.
 	endpoint := testenv.ExclusiveCRIEndpoint(t)
 	image := testenv.TestImage(t)
-	if servers.err != nil {
-		t.Skipf("no etcd/kube-apiserver (%v); build them with: bash e2e/hack/servers.sh build", servers.err)
-	}
-	c, err := cluster.Start(t.Context(), cluster.Config{Binaries: servers.bins, ServiceAccountAdmission: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := startClusterWith(t, cluster.Config{ServiceAccountAdmission: true})
 	cfg := c.RESTConfig()
 	cs, _ := clientset(t, cfg, 50, 100)
 	ctx := t.Context()

@@ -113,15 +113,7 @@ func startNodekit(t *testing.T, cs *kubernetes.Clientset, nodeName string, p pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent.Run: %v", err)
-		}
-	})
+	runAgent(t, a)
 }
 
 // comparable is the part of a pod's status both must agree on: phase,
