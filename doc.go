@@ -39,8 +39,9 @@
 //     uses it with Config.Node, examples/kubenode joins a real cluster.
 //   - provider: a virtual-kubelet provider (the same interfaces, unchanged)
 //     as the agent's runtime; it owns its pods' status.
-//   - podutil: the config.* annotations and static/mirror pod helpers all
-//     packages share.
+//   - podutil: the config.* annotations, static/mirror pod helpers and the
+//     small pod-spec rules (QoS class, pod IP order, sidecars) all packages
+//     share.
 //   - cm: the kubelet's QoS cgroups for pods and node allocatable, for
 //     runtime/cri or any runtime on Linux.
 //   - dns: the kubelet's pod DNS configuration (dnsPolicy, cluster DNS,
