@@ -222,7 +222,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("CrashLoopBackOffMax below CrashLoopBackOffInitial: %w", ErrInvalidConfig)
 	}
 	if c.MaxPods == 0 {
-		c.MaxPods = 110
+		c.MaxPods = defaultMaxPods
 	}
 	if c.ContainerGCPolicy == nil {
 		p := DefaultContainerGCPolicy
@@ -252,13 +252,17 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
+// defaultMaxPods is the kubelet's max-pods; DefaultAdmitHandlers applies it
+// too, since it may be called with a Config not yet defaulted.
+const defaultMaxPods = 110
+
 // DefaultAdmitHandlers returns the built-in admit handlers of c, in the
 // order the agent runs them: MaxPods (110 if unset), then, if set,
 // DenyHostNamespaces and DenyPrivileged.
 func DefaultAdmitHandlers(c Config) []admission.PodAdmitHandler {
 	maxPods := c.MaxPods
 	if maxPods == 0 {
-		maxPods = 110
+		maxPods = defaultMaxPods
 	}
 	hs := []admission.PodAdmitHandler{admission.MaxPods(maxPods)}
 	if c.DenyHostNamespaces {
