@@ -16,7 +16,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -39,19 +38,18 @@ var errUsage = nodeflags.ErrUsage
 const kubeletVersion = "v1.37.0-nodekit"
 
 type options struct {
-	pods                    nodeflags.Pods
-	kubeconfig, nodeName    string
-	nodeIPs                 []string
-	labels                  map[string]string
-	taints                  []v1.Taint
-	verbosity               int
-	duration                time.Duration
-	criEndpoint, pauseImage string
-	podLogsRoot, podsRoot   string
-	objectCacheTTL          time.Duration
-	dns                     nodeflags.DNS
-	cgroups                 nodeflags.Cgroups
-	serve                   nodeflags.Server
+	pods                 nodeflags.Pods
+	kubeconfig, nodeName string
+	nodeIPs              []string
+	labels               map[string]string
+	taints               []v1.Taint
+	verbosity            int
+	duration             time.Duration
+	cri                  nodeflags.CRI
+	objectCacheTTL       time.Duration
+	dns                  nodeflags.DNS
+	cgroups              nodeflags.Cgroups
+	serve                nodeflags.Server
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -82,10 +80,7 @@ Flags:
 	o.pods.AddFlags(fs, "")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up more detail (logs go to stderr)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long, as on SIGINT; 0 runs until signalled")
-	fs.StringVar(&o.criEndpoint, "cri", "", "CRI runtime endpoint, e.g. unix:///run/containerd/containerd.sock; empty for the in-memory runtime")
-	fs.StringVar(&o.pauseImage, "pause-image", "", "with -cri: the sandbox image the runtime is configured with; pulled at start if missing")
-	fs.StringVar(&o.podLogsRoot, "pod-logs-root", "/var/log/pods", "with -cri: root of the container log directories")
-	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (volumes, termination messages)")
+	o.cri.AddFlags(fs)
 	fs.DurationVar(&o.objectCacheTTL, "object-cache-ttl", time.Minute, "with -cri: how long configMaps, secrets and services read for pods are used before they are read again")
 	o.dns.AddFlags(fs)
 	o.cgroups.AddFlags(fs)
@@ -130,26 +125,18 @@ func (o *options) validate() error {
 			return bad("-pod-manifest-path: %v", err)
 		}
 	}
-	if o.pauseImage != "" && o.criEndpoint == "" {
-		return bad("-pause-image needs -cri")
+	if err := o.cri.Validate(); err != nil {
+		return err
 	}
-	if err := o.cgroups.Validate(o.criEndpoint); err != nil {
+	if err := o.cgroups.Validate(o.cri.Endpoint); err != nil {
 		return err
 	}
 	if err := o.serve.Validate(); err != nil {
 		return err
 	}
-	if o.nodeName == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("node name: %w; give -node-name", err)
-		}
-		o.nodeName = strings.ToLower(host)
-	}
-	if errs := validation.IsDNS1123Subdomain(o.nodeName); len(errs) > 0 {
-		return bad("-node-name %q: %s", o.nodeName, strings.Join(errs, "; "))
-	}
-	return nil
+	var err error
+	o.nodeName, err = nodeflags.NodeName(o.nodeName)
+	return err
 }
 
 func splitList(s string) []string {
@@ -316,46 +303,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 // newRuntime returns the runtime o asks for and a function that releases it.
 func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, alloc func() v1.ResourceList, log logr.Logger) (runtime.Runtime, func(), error) {
-	if o.criEndpoint == "" {
+	if o.cri.Endpoint == "" {
 		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1)})
 		if err != nil {
 			return nil, nil, err
 		}
 		return rt, func() {}, nil
 	}
-	dnsc, err := o.dns.Configurer(o.nodeName, log)
-	if err != nil {
-		return nil, nil, err
-	}
 	env, vols, stopSources, err := podSources(ctx, cs, o, alloc, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := cri.New(ctx, cri.Config{
-		Env:            env,
-		Volumes:        vols,
-		DNS:            dnsc,
-		Endpoint:       o.criEndpoint,
-		PodLogsRoot:    o.podLogsRoot,
-		PodsRoot:       o.podsRoot,
-		DenyPrivileged: !o.pods.AllowPrivileged,
-		Log:            log.WithName("cri"),
-	})
+	m, err := o.cri.Open(ctx, cri.Config{Env: env, Volumes: vols}, &o.pods, &o.dns, &o.cgroups, o.nodeName, log)
 	if err != nil {
 		stopSources()
-		return nil, nil, fmt.Errorf("-cri %s: %w", o.criEndpoint, err)
-	}
-	if err := o.cgroups.Setup(ctx, m, o.nodeName, log); err != nil {
-		m.Close()
-		stopSources()
 		return nil, nil, err
-	}
-	if o.pauseImage != "" {
-		if err := nodeflags.EnsureImage(ctx, m, o.pauseImage); err != nil {
-			m.Close()
-			stopSources()
-			return nil, nil, fmt.Errorf("-pause-image: %w", err)
-		}
 	}
 	return m, func() { m.Close(); stopSources() }, nil
 }

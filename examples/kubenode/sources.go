@@ -33,7 +33,7 @@ func podSources(ctx context.Context, cs kubernetes.Interface, o *options, alloc 
 		ServiceAccounts: func(ns string) objects.TokenCreator { return core.ServiceAccounts(ns) },
 		Log:             log.WithName("tokens"),
 	})
-	vols, err = volume.New(volume.Config{PodsRoot: o.podsRoot, Objects: cache, Tokens: tokens, NodeAllocatable: alloc, Log: log.WithName("volumes")})
+	vols, err = volume.New(volume.Config{PodsRoot: o.cri.PodsRoot, Objects: cache, Tokens: tokens, NodeAllocatable: alloc, Log: log.WithName("volumes")})
 	if err != nil {
 		return nil, nil, nil, err
 	}

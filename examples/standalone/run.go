@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/agent"
@@ -32,15 +30,14 @@ var errUsage = nodeflags.ErrUsage
 const defaultManifests = "examples/standalone/manifests"
 
 type options struct {
-	pods                    nodeflags.Pods
-	nodeName                string
-	verbosity               int
-	duration                time.Duration
-	criEndpoint, pauseImage string
-	podLogsRoot, podsRoot   string
-	dns                     nodeflags.DNS
-	cgroups                 nodeflags.Cgroups
-	serve                   nodeflags.Server
+	pods      nodeflags.Pods
+	nodeName  string
+	verbosity int
+	duration  time.Duration
+	cri       nodeflags.CRI
+	dns       nodeflags.DNS
+	cgroups   nodeflags.Cgroups
+	serve     nodeflags.Server
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -71,10 +68,7 @@ Flags:
 	fs.StringVar(&o.nodeName, "node-name", "", "node name, appended to static pod names (default the host name)")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up more detail (logs go to stderr)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long, as on SIGINT; 0 runs until signalled")
-	fs.StringVar(&o.criEndpoint, "cri", "", "CRI runtime endpoint, e.g. unix:///run/containerd/containerd.sock; empty for the in-memory runtime. Images must be on the node or pullable")
-	fs.StringVar(&o.pauseImage, "pause-image", "", "with -cri: the sandbox image the runtime is configured with (containerd's sandbox_image); pulled at start if missing. The CRI runtime, not the agent, chooses it")
-	fs.StringVar(&o.podLogsRoot, "pod-logs-root", "/var/log/pods", "with -cri: root of the container log directories")
-	fs.StringVar(&o.podsRoot, "pods-root", "/var/lib/nodekit/pods", "with -cri: per-pod state (emptyDir volumes, termination messages)")
+	o.cri.AddFlags(fs)
 	o.dns.AddFlags(fs)
 	o.cgroups.AddFlags(fs)
 	o.serve.AddFlags(fs)
@@ -111,26 +105,18 @@ func (o *options) validate() error {
 			return bad("-pod-manifest-path: %v", err)
 		}
 	}
-	if err := o.cgroups.Validate(o.criEndpoint); err != nil {
+	if err := o.cgroups.Validate(o.cri.Endpoint); err != nil {
 		return err
 	}
 	if err := o.serve.Validate(); err != nil {
 		return err
 	}
-	if o.pauseImage != "" && o.criEndpoint == "" {
-		return bad("-pause-image needs -cri")
+	if err := o.cri.Validate(); err != nil {
+		return err
 	}
-	if o.nodeName == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("node name: %w; give -node-name", err)
-		}
-		o.nodeName = strings.ToLower(host)
-	}
-	if errs := validation.IsDNS1123Subdomain(o.nodeName); len(errs) > 0 {
-		return bad("-node-name %q: %s", o.nodeName, strings.Join(errs, "; "))
-	}
-	return nil
+	var err error
+	o.nodeName, err = nodeflags.NodeName(o.nodeName)
+	return err
 }
 
 // run is the program: it parses args, runs the agent until ctx ends (or
@@ -184,42 +170,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // newRuntime returns the runtime o asks for and a function that releases it.
 func newRuntime(ctx context.Context, o *options, reg prometheus.Registerer, log logr.Logger) (runtime.Runtime, func(), error) {
-	if o.criEndpoint == "" {
+	if o.cri.Endpoint == "" {
 		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1)})
 		if err != nil {
 			return nil, nil, err
 		}
 		return newScripted(rt, clock.RealClock{}), func() {}, nil
 	}
-	dnsc, err := o.dns.Configurer(o.nodeName, log)
-	if err != nil {
-		return nil, nil, err
-	}
 	metricsOpts, err := cri.MetricsDialOptions(reg)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := cri.New(ctx, cri.Config{
-		DialOptions:    metricsOpts,
-		DNS:            dnsc,
-		Endpoint:       o.criEndpoint,
-		PodLogsRoot:    o.podLogsRoot,
-		PodsRoot:       o.podsRoot,
-		DenyPrivileged: !o.pods.AllowPrivileged,
-		Log:            log.WithName("cri"),
-	})
+	m, err := o.cri.Open(ctx, cri.Config{DialOptions: metricsOpts}, &o.pods, &o.dns, &o.cgroups, o.nodeName, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("-cri %s: %w", o.criEndpoint, err)
-	}
-	if err := o.cgroups.Setup(ctx, m, o.nodeName, log); err != nil {
-		m.Close()
 		return nil, nil, err
-	}
-	if o.pauseImage != "" {
-		if err := nodeflags.EnsureImage(ctx, m, o.pauseImage); err != nil {
-			m.Close()
-			return nil, nil, fmt.Errorf("-pause-image: %w", err)
-		}
 	}
 	return m, func() { m.Close() }, nil
 }

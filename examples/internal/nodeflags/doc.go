@@ -1,7 +1,8 @@
 // Package nodeflags holds the kubelet-style flags and the set-up they drive
 // that the example node agents (examples/standalone, examples/kubenode)
-// share: cluster DNS, QoS cgroups, manifest URL headers, and the pause
-// image pull. Errors in the command line wrap ErrUsage.
+// share: the CRI runtime and its opening, cluster DNS, QoS cgroups,
+// manifest URL headers, the node name, and the exit status. Errors in the
+// command line wrap ErrUsage.
 //
 //	var dns nodeflags.DNS
 //	dns.AddFlags(fs)
