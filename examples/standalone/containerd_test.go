@@ -15,6 +15,12 @@ import (
 	"github.com/nodekit/nodekit/runtime/cri"
 )
 
+// uniqueNode is a node name starting with prefix that no other run shares,
+// so pods on the shared containerd do not collide.
+func uniqueNode(prefix string) string {
+	return prefix + strconv.FormatInt(time.Now().UnixNano()%1_000_000, 36)
+}
+
 // ourPods lists the runtime's pods (every sandbox and container, running or
 // not) that belong to node.
 func ourPods(t *testing.T, m *cri.Manager, node string) []*runtime.Pod {
@@ -39,7 +45,7 @@ func ourPods(t *testing.T, m *cri.Manager, node string) []*runtime.Pod {
 func TestStandaloneOnContainerd(t *testing.T) {
 	endpoint := testenv.ExclusiveCRIEndpoint(t)
 	image, pause := testenv.TestImage(t), testenv.PauseImage(t)
-	node := "standalone-e2e-" + strconv.FormatInt(time.Now().UnixNano()%1_000_000, 36)
+	node := uniqueNode("standalone-e2e-")
 
 	dir := t.TempDir()
 	manifests := map[string]string{

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nodekit/nodekit/internal/testenv"
 )
@@ -18,7 +17,7 @@ import (
 func TestProbesManifestOnContainerd(t *testing.T) {
 	endpoint := testenv.ExclusiveCRIEndpoint(t)
 	image, pause := testenv.TestImage(t), testenv.PauseImage(t)
-	node := "probes-e2e-" + strconv.FormatInt(time.Now().UnixNano()%1_000_000, 36)
+	node := uniqueNode("probes-e2e-")
 	b, err := os.ReadFile("manifests/probes.yaml")
 	if err != nil {
 		t.Fatal(err)

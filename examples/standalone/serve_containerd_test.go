@@ -21,7 +21,7 @@ import (
 func TestContainerLogsOnContainerd(t *testing.T) {
 	endpoint := testenv.ExclusiveCRIEndpoint(t)
 	image, pause := testenv.TestImage(t), testenv.PauseImage(t)
-	node := "serve-e2e-" + strconv.FormatInt(time.Now().UnixNano()%1_000_000, 36)
+	node := uniqueNode("serve-e2e-")
 	dir := t.TempDir()
 	manifest := `apiVersion: v1
 kind: Pod
