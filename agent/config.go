@@ -133,7 +133,7 @@ type Config struct {
 	// periodic container GC.
 	ContainerGCPeriod time.Duration
 	// ContainerGCPolicy bounds the dead containers kept. nil:
-	// DefaultContainerGCPolicy, the kubelet's (min age 0, one dead instance
+	// DefaultContainerGCPolicy(), the kubelet's (min age 0, one dead instance
 	// per container, no overall limit).
 	ContainerGCPolicy *runtime.GCPolicy
 	// ImageGCPeriod is how often the image filesystem is checked when the
@@ -225,7 +225,7 @@ func (c *Config) setDefaults() error {
 		c.MaxPods = defaultMaxPods
 	}
 	if c.ContainerGCPolicy == nil {
-		p := DefaultContainerGCPolicy
+		p := DefaultContainerGCPolicy()
 		c.ContainerGCPolicy = &p
 	}
 	def(&c.ContainerGCPeriod, DefaultContainerGCPeriod)

@@ -11,21 +11,20 @@ import (
 
 // Kubelet defaults of garbage collection.
 const (
-	DefaultContainerGCPeriod     = time.Minute
-	DefaultImageGCPeriod         = 5 * time.Minute
-	DefaultImageGCHighThreshold  = 85
-	DefaultImageGCLowThreshold   = 80
-	DefaultImageMinimumGCAge     = 2 * time.Minute
-	defaultMaxPerPodContainer    = 1
-	defaultMaxContainers         = -1
-	defaultContainerGCMinimumAge = 0
+	DefaultContainerGCPeriod    = time.Minute
+	DefaultImageGCPeriod        = 5 * time.Minute
+	DefaultImageGCHighThreshold = 85
+	DefaultImageGCLowThreshold  = 80
+	DefaultImageMinimumGCAge    = 2 * time.Minute
 )
 
-// DefaultContainerGCPolicy is the kubelet's: dead containers of any age,
-// the newest dead instance of each container kept (its restart count and
-// last state need it), no limit in all.
-var DefaultContainerGCPolicy = runtime.GCPolicy{MinAge: defaultContainerGCMinimumAge,
-	MaxPerPodContainer: defaultMaxPerPodContainer, MaxContainers: defaultMaxContainers}
+// DefaultContainerGCPolicy returns the kubelet's policy: dead containers of
+// any age, the newest dead instance of each container kept (its restart
+// count and last state need it), no limit in all. A function, not a
+// variable, so that no caller can change the default of every agent.
+func DefaultContainerGCPolicy() runtime.GCPolicy {
+	return runtime.GCPolicy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1}
+}
 
 // runContainerGC collects dead containers every ContainerGCPeriod, as the
 // kubelet's container GC: beyond the policy, and pods no source knows once

@@ -100,3 +100,12 @@ func TestContainerGCOffSwitch(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	assert.Zero(t, rt.CallCount("GarbageCollect"))
 }
+
+func TestUnsetContainerGCPolicyIsTheKubelets(t *testing.T) {
+	rt, err := fake.New(fake.Config{})
+	require.NoError(t, err)
+	c := Config{NodeName: "gc-defaults", Runtime: rt}
+	require.NoError(t, c.setDefaults())
+	want := runtime.GCPolicy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1}
+	assert.Equal(t, want, *c.ContainerGCPolicy, "any age, one dead instance per container, no overall limit")
+}
