@@ -43,6 +43,10 @@ func (m *Manager) WatchContainerEvents(ctx context.Context) (<-chan runtime.Cont
 		}
 		headers <- err
 	}()
+	// From the injected clock: under a fake clock a stream that never answers
+	// waits for ctx rather than for real time.
+	probe := m.clock.NewTimer(eventsProbe)
+	defer probe.Stop()
 	var first *runtimeapi.ContainerEventResponse
 	select {
 	case err := <-headers:
@@ -56,7 +60,7 @@ func (m *Manager) WatchContainerEvents(ctx context.Context) (<-chan runtime.Cont
 				return nil, wrapErr("GetContainerEvents", err)
 			}
 		}
-	case <-time.After(eventsProbe):
+	case <-probe.C():
 	case <-ctx.Done():
 		cancel()
 		return nil, ctx.Err()

@@ -3,6 +3,7 @@ package cri_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -61,4 +62,29 @@ func TestWatchContainerEventsNotSupported(t *testing.T) {
 	e.srv.SetError("GetContainerEvents", status.Error(codes.Unimplemented, "unknown method"))
 	_, err := e.m.WatchContainerEvents(e.ctx)
 	require.ErrorIs(t, err, runtime.ErrNotSupported)
+}
+
+func TestWatchContainerEventsProbeUsesInjectedClock(t *testing.T) {
+	e := newFakeEnv(t)
+	// A runtime that sends no headers yet: the manager waits its probe on
+	// the injected clock, then takes the stream as open.
+	e.srv.SetLatency("GetContainerEvents", time.Hour)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	type result struct {
+		events <-chan runtime.ContainerEvent
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		events, err := e.m.WatchContainerEvents(ctx)
+		done <- result{events, err}
+	}()
+	require.Eventually(t, e.clock.HasWaiters, 30*time.Second, time.Millisecond, "the probe waits on the injected clock")
+	e.clock.Step(time.Second)
+	r := <-done
+	require.NoError(t, r.err)
+	cancel()
+	for range r.events {
+	}
 }
