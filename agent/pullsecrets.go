@@ -49,9 +49,11 @@ func (a *Agent) pullSecrets(ctx context.Context, pod *v1.Pod) []v1.Secret {
 			continue // the API once allowed empty names
 		}
 		var s *v1.Secret
-		err := fmt.Errorf("couldn't get secret %s/%s: %w", pod.Namespace, ref.Name, objects.ErrNoSource)
+		var err error
 		if a.secrets != nil {
 			s, err = a.secrets.GetSecret(ctx, pod.Namespace, ref.Name)
+		} else {
+			err = fmt.Errorf("couldn't get secret %s/%s: %w", pod.Namespace, ref.Name, objects.ErrNoSource)
 		}
 		if err != nil {
 			a.log.Info("Unable to retrieve pull secret, the image pull may not succeed", "pod", podutil.FullName(pod),
