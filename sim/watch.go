@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -51,6 +53,8 @@ func (s *Store) watchPods(ctx context.Context, ns string, opts metav1.ListOption
 			s.mu.Unlock()
 			return nil, apierrors.NewResourceExpired("too old resource version: " + rv)
 		}
+	} else {
+		s.initialStateLocked(w)
 	}
 	if node, ok := fs.RequiresExactMatch("spec.nodeName"); ok && node != "" {
 		w.node = node
@@ -85,6 +89,26 @@ func (s *Store) replayLocked(w *podWatch, rv uint64) bool {
 		}
 	}
 	return true
+}
+
+// initialStateLocked queues a synthetic Added for every pod the watch
+// selects, as the apiserver starts a watch without a resourceVersion (or
+// from "0"): such a watcher learns the current state from the watch itself,
+// and a pod written between its list and its watch is not lost. In name
+// order, so seeded runs stay reproducible.
+func (s *Store) initialStateLocked(w *podWatch) {
+	var pods []*v1.Pod
+	for _, p := range s.pods {
+		if podMatches(p, w.ns, w.ls, w.fs) {
+			pods = append(pods, p)
+		}
+	}
+	slices.SortFunc(pods, func(a, b *v1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	for _, p := range pods {
+		w.send(watch.Event{Type: watch.Added, Object: p}, nil)
+	}
 }
 
 // send queues ev as this watch sees it; the store's lock is held. As the
