@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"errors"
+	"net"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -94,9 +97,10 @@ func TestKubenodeCommand(t *testing.T) {
 	cfg := c.RESTConfig()
 	kubeconfig := writeKubeconfig(t, cfg, cfg.Host, "")
 
-	t.Run("joins the cluster, runs a bound pod and stops on SIGTERM", func(t *testing.T) {
+	t.Run("joins the cluster, runs a bound pod, records its events and stops on SIGTERM", func(t *testing.T) {
+		port := freePort(t)
 		k := startKubenode(t, bin, "-kubeconfig", kubeconfig, "-node-name", "cmd-node", "-node-ip", "127.0.0.1",
-			"-node-labels", "pool=cmd", "-max-pods", "20")
+			"-node-labels", "pool=cmd", "-max-pods", "20", "-port", strconv.Itoa(port))
 		n := waitNode(t, cs, "cmd-node", time.Minute, readyIs(corev1.ConditionTrue, "kubelet is posting ready status"))
 		if n.Labels["pool"] != "cmd" {
 			t.Errorf("labels %v", n.Labels)
@@ -104,10 +108,22 @@ func TestKubenodeCommand(t *testing.T) {
 		if q := n.Status.Capacity[corev1.ResourcePods]; q.Value() != 20 {
 			t.Errorf("pods capacity %s, want 20", q.String())
 		}
-		if _, err := cs.CoreV1().Pods("default").Create(t.Context(), testPod("on-cmd-node", "cmd-node"), metav1.CreateOptions{}); err != nil {
+		if got := n.Status.DaemonEndpoints.KubeletEndpoint.Port; got != int32(port) {
+			t.Errorf("daemonEndpoints.kubeletEndpoint.port %d, want -port %d", got, port)
+		}
+		// A pull secret that does not exist: the pod runs, and the kubelet's
+		// warning about it reaches the apiserver as an Event.
+		p := testPod("on-cmd-node", "cmd-node")
+		p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "no-such-secret"}}
+		if _, err := cs.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitPod(t, cs, "default", "on-cmd-node", func(p *corev1.Pod) string { return checkRunning(p, "") })
+		ev := waitEvent(t, cs, "default", "on-cmd-node", "FailedToRetrieveImagePullSecret", 30*time.Second)
+		if ev.Type != corev1.EventTypeWarning || ev.Source.Component != "kubelet" || ev.Source.Host != "cmd-node" ||
+			ev.InvolvedObject.Kind != "Pod" || !strings.Contains(ev.Message, "no-such-secret") {
+			t.Errorf("event %+v, want a kubelet Warning from cmd-node about the pod naming no-such-secret", ev)
+		}
 		leaseRenewals(t, cs, "cmd-node", 1)
 
 		if err := k.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -144,5 +160,37 @@ func TestKubenodeCommand(t *testing.T) {
 				t.Errorf("stderr does not say %q:\n%s", tc.want, out)
 			}
 		})
+	}
+}
+
+// freePort returns a TCP port free on 127.0.0.1 a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitEvent waits for an Event with reason about the named pod.
+func waitEvent(t *testing.T, cs kubernetes.Interface, ns, pod, reason string, timeout time.Duration) corev1.Event {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := cs.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.Reason == reason {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event for pod %s/%s within %v; events: %+v", reason, ns, pod, timeout, list.Items)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -19,14 +19,18 @@
 // endpoints as the standalone agent does; both programs define these flags
 // in examples/internal/nodeflags), plus the kubelet's -node-labels,
 // -register-with-taints and -node-ip. `kubectl get nodes` shows the node
-// Ready within seconds. SIGINT or SIGTERM stops it; its pods are left as
+// Ready within seconds; the Node's daemonEndpoints carry -port, and the
+// agent's events (admission, probes, volumes, env, pull secrets, DNS and
+// cgroups) go to the apiserver as Events from component "kubelet" on this
+// host, as `kubectl describe pod` shows them. With -cri the CRI calls are
+// counted in the gRPC client metrics on /metrics. SIGINT or SIGTERM stops it; its pods are left as
 // they are, as when the kubelet stops, and the node controller marks the
 // node NotReady once its Lease expires (40s).
 //
 // The credentials need what a kubelet's need: create, get and update Nodes
 // and nodes/status, Leases in kube-node-lease, list and watch Pods bound to
-// the node, patch pods/status, create and delete (mirror) pods; with -cri
-// also get configMaps and secrets, list services and create
+// the node, patch pods/status, create and delete (mirror) pods, create and
+// patch events; with -cri also get configMaps and secrets, list services and create
 // serviceaccounts/token, for the pods' environments and volumes. An
 // apiserver that refuses the Node ends the program with its reason.
 package main

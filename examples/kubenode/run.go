@@ -17,8 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
@@ -247,11 +250,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Events go to the apiserver as the kubelet's do: from component
+	// "kubelet" on this host.
+	events := record.NewBroadcaster(record.WithContext(ctx))
+	defer events.Shutdown()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	rec := events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: o.nodeName})
+	o.cri.Recorder = rec
 	// The runtime is made before the agent, whose Node gives the
 	// allocatable resources the downward API falls back on.
 	var started atomic.Pointer[agent.Agent]
 	reg, probeReg := nodeflags.NewRegistry(), prometheus.NewRegistry()
-	rt, closeRuntime, err := newRuntime(ctx, o, cs, allocatableOf(&started), log)
+	rt, closeRuntime, err := newRuntime(ctx, o, cs, reg, rec, allocatableOf(&started), log)
 	if err != nil {
 		return err
 	}
@@ -270,7 +280,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			Labels:         o.labels,
 			Taints:         o.taints,
 			KubeletVersion: kubeletVersion,
+			KubeletPort:    o.serve.Port(),
 		},
+		Recorder:        rec,
 		Log:             log.WithName("agent"),
 		Registerer:      reg,
 		ProbeRegisterer: probeReg,
@@ -302,7 +314,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // newRuntime returns the runtime o asks for and a function that releases it.
-func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, alloc func() v1.ResourceList, log logr.Logger) (runtime.Runtime, func(), error) {
+func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, reg prometheus.Registerer, rec record.EventRecorder, alloc func() v1.ResourceList, log logr.Logger) (runtime.Runtime, func(), error) {
 	if o.cri.Endpoint == "" {
 		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1)})
 		if err != nil {
@@ -310,11 +322,15 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, alloc 
 		}
 		return rt, func() {}, nil
 	}
-	env, vols, stopSources, err := podSources(ctx, cs, o, alloc, log)
+	metricsOpts, err := cri.MetricsDialOptions(reg)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := o.cri.Open(ctx, cri.Config{Env: env, Volumes: vols}, &o.pods, &o.dns, &o.cgroups, o.nodeName, log)
+	env, vols, stopSources, err := podSources(ctx, cs, o, rec, alloc, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := o.cri.Open(ctx, cri.Config{Env: env, Volumes: vols, DialOptions: metricsOpts}, &o.pods, &o.dns, &o.cgroups, o.nodeName, log)
 	if err != nil {
 		stopSources()
 		return nil, nil, err

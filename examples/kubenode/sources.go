@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/objects"
@@ -20,7 +21,7 @@ import (
 // the cache's TTL, service-account tokens through the TokenRequest API.
 // client-go's typed clients fill the objects package's interfaces as they
 // are. stop ends the watches and waits for them.
-func podSources(ctx context.Context, cs kubernetes.Interface, o *options, alloc func() v1.ResourceList, log logr.Logger) (env *podenv.Resolver, vols *volume.Manager, stop func(), err error) {
+func podSources(ctx context.Context, cs kubernetes.Interface, o *options, rec record.EventRecorder, alloc func() v1.ResourceList, log logr.Logger) (env *podenv.Resolver, vols *volume.Manager, stop func(), err error) {
 	core := cs.CoreV1()
 	cache := objects.New(objects.Config{
 		ConfigMaps: func(ns string) objects.ConfigMapGetter { return core.ConfigMaps(ns) },
@@ -33,7 +34,7 @@ func podSources(ctx context.Context, cs kubernetes.Interface, o *options, alloc 
 		ServiceAccounts: func(ns string) objects.TokenCreator { return core.ServiceAccounts(ns) },
 		Log:             log.WithName("tokens"),
 	})
-	vols, err = volume.New(volume.Config{PodsRoot: o.cri.PodsRoot, Objects: cache, Tokens: tokens, NodeAllocatable: alloc, Log: log.WithName("volumes")})
+	vols, err = volume.New(volume.Config{PodsRoot: o.cri.PodsRoot, Objects: cache, Tokens: tokens, NodeAllocatable: alloc, Recorder: rec, Log: log.WithName("volumes")})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -41,7 +42,7 @@ func podSources(ctx context.Context, cs kubernetes.Interface, o *options, alloc 
 	done := make(chan struct{})
 	go func() { cache.Run(ctx); close(done) }()
 	stop = func() { cancel(); <-done }
-	return podenv.New(podenv.Config{Objects: cache, Services: cache, HostIPs: o.nodeIPs, NodeAllocatable: alloc}), vols, stop, nil
+	return podenv.New(podenv.Config{Objects: cache, Services: cache, HostIPs: o.nodeIPs, NodeAllocatable: alloc, Recorder: rec}), vols, stop, nil
 }
 
 // allocatableOf returns the allocatable resources of the Node the agent

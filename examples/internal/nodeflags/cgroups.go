@@ -47,7 +47,7 @@ func (c *Cgroups) Validate(criEndpoint string) error {
 }
 
 // Setup gives m the QoS cgroup manager when asked for.
-func (c *Cgroups) Setup(ctx context.Context, m *cri.Manager, node string, log logr.Logger) error {
+func (c *Cgroups) Setup(ctx context.Context, m *cri.Manager, node string, rec EventRecorder, log logr.Logger) error {
 	if !c.perQOS {
 		return nil
 	}
@@ -55,7 +55,7 @@ func (c *Cgroups) Setup(ctx context.Context, m *cri.Manager, node string, log lo
 		Driver: cm.Driver(c.driver), DriverSource: m, CgroupRoot: c.root,
 		SystemReserved: v1.ResourceList(c.systemReserved), KubeReserved: v1.ResourceList(c.kubeReserved),
 		EnforceNodeAllocatable: c.enforce == "pods",
-		NodeName:               node, Recorder: EventLog{log.WithName("events")}, Log: log.WithName("cm"),
+		NodeName:               node, Recorder: rec, Log: log.WithName("cm"),
 	})
 	if err != nil {
 		return fmt.Errorf("-cgroups-per-qos: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nodekit/nodekit/runtime/cri"
 )
@@ -16,6 +17,22 @@ import (
 type CRI struct {
 	Endpoint, PauseImage  string
 	PodLogsRoot, PodsRoot string
+	// Recorder receives the DNS and cgroup managers' events; nil logs them.
+	Recorder EventRecorder
+}
+
+// EventRecorder records an event about an object; client-go's
+// record.EventRecorder and EventLog satisfy it.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
+}
+
+// recorder is c.Recorder, or EventLog on log.
+func (c *CRI) recorder(log logr.Logger) EventRecorder {
+	if c.Recorder != nil {
+		return c.Recorder
+	}
+	return EventLog{log.WithName("events")}
 }
 
 // AddFlags defines -cri, -pause-image, -pod-logs-root and -pods-root on fs.
@@ -39,7 +56,8 @@ func (c *CRI) Validate() error {
 // cgroups cg asks for and pulls the pause image if missing. On error nothing
 // stays open.
 func (c *CRI) Open(ctx context.Context, cfg cri.Config, pods *Pods, dns *DNS, cg *Cgroups, node string, log logr.Logger) (*cri.Manager, error) {
-	dnsc, err := dns.Configurer(node, log)
+	rec := c.recorder(log)
+	dnsc, err := dns.Configurer(node, rec, log)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +69,7 @@ func (c *CRI) Open(ctx context.Context, cfg cri.Config, pods *Pods, dns *DNS, cg
 	if err != nil {
 		return nil, fmt.Errorf("-cri %s: %w", c.Endpoint, err)
 	}
-	if err := cg.Setup(ctx, m, node, log); err != nil {
+	if err := cg.Setup(ctx, m, node, rec, log); err != nil {
 		m.Close()
 		return nil, err
 	}

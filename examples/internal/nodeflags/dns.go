@@ -27,8 +27,8 @@ func (d *DNS) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&d.resolvConf, "resolv-conf", "/etc/resolv.conf", "with -cri: the host resolver file pods with dnsPolicy Default copy; empty for the local resolver")
 }
 
-// Configurer builds the DNS configurer; its events go to the log.
-func (d *DNS) Configurer(node string, log logr.Logger) (*dns.Configurer, error) {
+// Configurer builds the DNS configurer; its events go to rec.
+func (d *DNS) Configurer(node string, rec EventRecorder, log logr.Logger) (*dns.Configurer, error) {
 	var servers []string
 	for _, s := range strings.Split(d.clusterDNS, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -36,7 +36,7 @@ func (d *DNS) Configurer(node string, log logr.Logger) (*dns.Configurer, error) 
 		}
 	}
 	c, err := dns.New(dns.Config{ClusterDNS: servers, ClusterDomain: d.clusterDomain, ResolvConf: d.resolvConf,
-		NodeName: node, Recorder: EventLog{log.WithName("events")}, Log: log.WithName("dns")})
+		NodeName: node, Recorder: rec, Log: log.WithName("dns")})
 	if err != nil {
 		return nil, fmt.Errorf("%w: -cluster-dns, -cluster-domain: %w", ErrUsage, err)
 	}

@@ -7,7 +7,7 @@
 //	var dns nodeflags.DNS
 //	dns.AddFlags(fs)
 //	...
-//	configurer, err := dns.Configurer(nodeName, log)
+//	configurer, err := dns.Configurer(nodeName, nodeflags.EventLog{Log: log}, log)
 package nodeflags
 
 import "errors"

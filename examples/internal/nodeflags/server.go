@@ -37,6 +37,9 @@ func (o *Server) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "private key of -tls-cert-file")
 }
 
+// Port is -port: what the Node reports as its kubelet endpoint.
+func (o *Server) Port() int32 { return int32(o.port) }
+
 // Validate checks the flags.
 func (o *Server) Validate() error {
 	for name, p := range map[string]int{"-port": o.port, "-read-only-port": o.readOnlyPort, "-healthz-port": o.healthzPort} {
