@@ -92,7 +92,7 @@ func podTotals(pod *v1.Pod, name v1.ResourceName, limits bool) (total int64, all
 		if v <= 0 {
 			all = false
 		}
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if podutil.IsRestartableInitContainer(c) {
 			sidecars += v
 			initMax = max(initMax, sidecars)
 			continue

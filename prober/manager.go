@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -227,7 +228,7 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 		add(&pod.Spec.Containers[i], false)
 	}
 	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
+		if c := &pod.Spec.InitContainers[i]; podutil.IsRestartableInitContainer(c) {
 			add(c, true)
 		}
 	}
@@ -334,8 +335,4 @@ func (m *Manager) Ready(podUID types.UID, name, containerID string) bool {
 		}
 	}
 	return r == Success
-}
-
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }

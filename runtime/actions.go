@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/podutil"
 )
 
 // PodActions is the plan ComputePodActions makes for one SyncPod: what to
@@ -197,7 +199,7 @@ func computeInitContainerActions(pod *v1.Pod, status *PodStatus, a *PodActions) 
 
 	for i := len(inits) - 1; i >= 0; i-- {
 		c := &inits[i]
-		sidecar := isRestartableInitContainer(c)
+		sidecar := podutil.IsRestartableInitContainer(c)
 		cs := findActiveContainerStatus(status, c.Name, activeSandbox)
 		if cs == nil {
 			// Gone after initialization: only a sidecar must come back.
@@ -374,10 +376,6 @@ func hasAnyRegularContainerCreated(pod *v1.Pod, status *PodStatus) bool {
 
 func specChanged(c *v1.Container, cs *ContainerStatus) bool {
 	return cs.Hash != 0 && cs.Hash != HashContainer(c)
-}
-
-func isRestartableInitContainer(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 // isInitContainerFailed: exited non-zero, OOM-killed, or in unknown state.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
 )
@@ -98,7 +99,7 @@ func (s *scripted) SyncPod(ctx context.Context, pod *v1.Pod, st *runtime.PodStat
 	}
 	s.learnExecFails(pod.UID, fails)
 	for _, c := range pod.Spec.InitContainers {
-		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+		sidecar := podutil.IsRestartableInitContainer(&c)
 		if _, ok := exits[c.Name]; !ok && !sidecar {
 			exits[c.Name] = exit{after: defaultInitExit}
 		}

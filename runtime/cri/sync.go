@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -119,7 +120,7 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	for _, i := range p.InitContainersToStart {
 		c := &pod.Spec.InitContainers[i]
 		if err := start(runtime.InitContainer, c, containerTypeInit); err != nil {
-			if isSidecar(c) {
+			if podutil.IsRestartableInitContainer(c) {
 				continue
 			}
 			return
@@ -128,8 +129,4 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	for _, i := range p.ContainersToStart {
 		_ = start(runtime.StartContainer, &pod.Spec.Containers[i], containerTypeRegular)
 	}
-}
-
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -384,7 +385,7 @@ func (r *Runtime) newID() uint64 {
 // kindOf classifies a container of the pod spec.
 func kindOf(c *v1.Container, init bool) containerKind {
 	switch {
-	case init && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways:
+	case init && podutil.IsRestartableInitContainer(c):
 		return kindSidecar
 	case init:
 		return kindInit

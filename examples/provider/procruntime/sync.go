@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -64,7 +65,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, st *runtime.PodStatu
 		c := &pod.Spec.InitContainers[i]
 		step := res.NewStep(runtime.StartContainer, c.Name)
 		r.start(ctx, pod, c, st, backoff, step)
-		if step.Error != nil && !isSidecar(c) {
+		if step.Error != nil && !podutil.IsRestartableInitContainer(c) {
 			return res
 		}
 	}
@@ -73,10 +74,6 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, st *runtime.PodStatu
 		r.start(ctx, pod, c, st, backoff, res.NewStep(runtime.StartContainer, c.Name))
 	}
 	return res
-}
-
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 func (r *Runtime) find(pod *v1.Pod, id string) *proc {
