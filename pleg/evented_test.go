@@ -384,3 +384,126 @@ func TestEventedPLEGRetimesSlowWaitAfterIncompleteRelist(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, s.FindContainerStatusByName("c2"))
 }
+
+// scriptedStream is a runtime whose event stream delivers what the test
+// sends on events.
+type scriptedStream struct {
+	*scriptedLister
+	events chan runtime.ContainerEvent
+}
+
+func (s scriptedStream) WatchContainerEvents(ctx context.Context) (<-chan runtime.ContainerEvent, error) {
+	return s.events, nil
+}
+
+// startScripted runs an EventedPLEG on tp's lister and a scripted stream
+// until the test ends, and waits for it to stream.
+func startScripted(t *testing.T, tp *testPLEG, lossless bool) (*EventedPLEG, chan runtime.ContainerEvent) {
+	t.Helper()
+	events := make(chan runtime.ContainerEvent, 10)
+	e, err := NewEvented(EventedConfig{Generic: tp.GenericPLEG, Events: scriptedStream{tp.lister, events}, Lossless: lossless})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, recv(t, done, "Start to return"))
+	})
+	require.Eventually(t, func() bool {
+		tp.mu.Lock()
+		defer tp.mu.Unlock()
+		return e.Streaming() && len(tp.stats) >= 2 // at start and when the stream opened
+	}, guard, time.Millisecond)
+	return e, events
+}
+
+// A pod worker that waits for status newer than its last sync, whose pod's
+// event the runtime dropped, gets the pod as it is from the relist of the
+// cache update period, not the stale entry declared current: with the container it created still
+// "Created" in the cache, the worker would restart it (a duplicate
+// container), and without it, create it again.
+func TestEventedPLEGAnswersWaitersWithARelistNotAStaleEntry(t *testing.T) {
+	tp := newTestPLEG(t, func(c *Config) { c.RelistPeriod = time.Second })
+	created := pod("uid-web", ctr("app", cCreated))
+	tp.lister.setPods(created)
+	startScripted(t, tp, false)
+	s, err := tp.cache.Get("uid-web")
+	require.NoError(t, err)
+	require.Equal(t, cCreated, s.ContainerStatuses[0].State)
+
+	// The worker's sync starts the container; the started event is lost.
+	tp.lister.setPods(pod("uid-web", ctr("app", cRunning)))
+	tp.clock.Step(time.Millisecond)
+	lastSync := tp.clock.Now()
+	got := make(chan *runtime.PodStatus, 1)
+	go func() {
+		s, _ := tp.cache.GetNewerThan(context.Background(), "uid-web", lastSync)
+		got <- s
+	}()
+	require.Eventually(t, tp.clock.HasWaiters, guard, time.Millisecond)
+	tp.clock.Step(DefaultCacheUpdatePeriod)
+	s = recv(t, got, "the waiter to be answered after the cache update period")
+	require.Len(t, s.ContainerStatuses, 1)
+	assert.Equal(t, cRunning, s.ContainerStatuses[0].State, "the waiter sees the container its sync started")
+}
+
+// A pod the event stream kept current is not inspected again by the relist
+// of the cache update period: the relist compares its listing with what
+// the event showed.
+func TestEventedPLEGRelistSkipsPodsEventsKeptCurrent(t *testing.T) {
+	tp := newTestPLEG(t, func(c *Config) { c.RelistPeriod = time.Second })
+	tp.lister.setPods(pod("uid-web", ctr("app", cCreated)))
+	_, events := startScripted(t, tp, false)
+	tp.lister.takeCalls()
+
+	running := pod("uid-web", ctr("app", cRunning))
+	tp.lister.setPods(running)
+	tp.clock.Step(time.Millisecond)
+	lastSync := tp.clock.Now()
+	tp.clock.Step(time.Millisecond)
+	events <- runtime.ContainerEvent{Type: runtime.ContainerStartedEvent, ContainerID: cid("app"), PodUID: "uid-web",
+		CreatedAt: tp.clock.Now(), PodStatus: statusOf("uid-web", running)}
+	s, err := tp.cache.GetNewerThan(context.Background(), "uid-web", lastSync)
+	require.NoError(t, err)
+	require.Equal(t, cRunning, s.ContainerStatuses[0].State)
+
+	// A later wait, with no event to answer it, is answered by a relist
+	// that lists the pod as the event showed it: nothing to inspect.
+	tp.clock.Step(time.Millisecond)
+	later := tp.clock.Now()
+	got := make(chan error, 1)
+	go func() {
+		_, err := tp.cache.GetNewerThan(context.Background(), "uid-web", later)
+		got <- err
+	}()
+	require.Eventually(t, tp.clock.HasWaiters, guard, time.Millisecond)
+	tp.clock.Step(DefaultCacheUpdatePeriod)
+	require.NoError(t, recv(t, got, "the waiter to be answered by the relist"))
+	assert.Empty(t, tp.lister.takeCalls(), "no inspection: the listing matches what the event showed")
+	assert.Zero(t, tp.lastStats().Inspected)
+}
+
+// With a lossless stream (a provider's) the cache is declared current at the
+// cache update period, without a relist: every change was an event.
+func TestEventedPLEGLosslessStreamDeclaresCacheCurrent(t *testing.T) {
+	tp := newTestPLEG(t, func(c *Config) { c.RelistPeriod = time.Second })
+	tp.lister.setPods(pod("uid-web", ctr("app", cRunning)))
+	startScripted(t, tp, true)
+	tp.lister.mu.Lock()
+	lists := tp.lister.lists
+	tp.lister.mu.Unlock()
+	tp.clock.Step(time.Millisecond)
+	lastSync := tp.clock.Now()
+	got := make(chan error, 1)
+	go func() {
+		_, err := tp.cache.GetNewerThan(context.Background(), "uid-web", lastSync)
+		got <- err
+	}()
+	require.Eventually(t, tp.clock.HasWaiters, guard, time.Millisecond)
+	tp.clock.Step(DefaultCacheUpdatePeriod)
+	require.NoError(t, recv(t, got, "the waiter to be answered"))
+	tp.lister.mu.Lock()
+	defer tp.lister.mu.Unlock()
+	assert.Equal(t, lists, tp.lister.lists, "no relist")
+}
