@@ -172,7 +172,7 @@ func benchPods(round, n int) []*v1.Pod {
 // waitAllRunning polls the status manager until every pod's generated status
 // is Running with its container running. Pods stay Running here, so it
 // checks each pod until it is, then moves on: a poll costs little.
-func waitAllRunning(b testing.TB, a *Agent, pods []*v1.Pod) {
+func waitAllRunning(b *testing.B, a *Agent, pods []*v1.Pod) {
 	deadline := time.Now().Add(time.Minute)
 	next := 0
 	for next < len(pods) {

@@ -26,11 +26,10 @@ func (a *Agent) setupStatusOwner() error {
 	// A provider often reports a change from within SyncPod (NotifyPods
 	// called by CreatePod), so the change is older than the sync and the
 	// worker's next sync waits for the cache to be declared current. The
-	// runtime's memory is the truth and every change is an event (its
-	// stream ends rather than drop one), so the cache is current whenever
-	// no event is pending: declare it often.
+	// runtime's memory is the truth and every change is an event, so the
+	// cache is current whenever no event is pending: declare it often.
 	e, err := pleg.NewEvented(pleg.EventedConfig{Generic: a.pleg, Events: o, Registerer: a.cfg.Registerer,
-		CacheUpdatePeriod: ownerCacheUpdatePeriod, Lossless: true})
+		CacheUpdatePeriod: ownerCacheUpdatePeriod})
 	if err != nil {
 		return err
 	}
@@ -49,10 +48,9 @@ func (a *Agent) setupEvented() error {
 	if a.evented != nil || !ok || a.cfg.DisableEventedPLEG {
 		return nil
 	}
-	// A relist every RelistPeriod (at most the kubelet's 2s) answers pod
-	// workers waiting for newer status, at the relist mode's pace; it
-	// inspects only pods whose events were lost or late (a CRI runtime
-	// drops events for a subscriber that lags).
+	// The cache is declared current every RelistPeriod (at most the
+	// kubelet's 2s), as a relist would, so pod workers waiting for newer
+	// status keep the relist mode's pace.
 	e, err := pleg.NewEvented(pleg.EventedConfig{Generic: a.pleg, Events: ev,
 		StreamingRelistPeriod: a.cfg.StreamingRelistPeriod, CacheUpdatePeriod: min(a.cfg.RelistPeriod, pleg.DefaultCacheUpdatePeriod),
 		Registerer: a.cfg.Registerer})

@@ -42,20 +42,10 @@ type EventedConfig struct {
 	// 5m), so a runtime whose stream keeps failing is not hammered.
 	StreamRetryPeriod, StreamRetryMaxPeriod time.Duration
 	// CacheUpdatePeriod is how often, while the stream works and no event
-	// is pending, the generic PLEG relists, so that pod workers waiting
-	// for status newer than their last sync without an event of their pod
-	// get it. Pods the events kept current are not inspected again: the
-	// relist compares its listing with what their events showed. The
-	// kubelet instead declares the cache current (Cache.UpdateTime), which
-	// lets a worker whose pod's event was dropped act on stale status; so
-	// does this PLEG with Lossless. Default 2s.
+	// is pending, the cache is declared current (Cache.UpdateTime), so that
+	// pod workers waiting for status newer than their last sync wake up
+	// without an event of their pod. Default 2s, as the kubelet's.
 	CacheUpdatePeriod time.Duration
-	// Lossless says the stream never drops an event silently: every change
-	// is an event, handed over before the call that caused it returns, or
-	// the stream ends (an in-process runtime such as package provider's).
-	// The cache is then declared current at CacheUpdatePeriod instead of
-	// relisting, as the kubelet does for every runtime.
-	Lossless bool
 	// Registerer, if set, receives the kubelet's evented PLEG metrics:
 	// kubelet_evented_pleg_connection_success_count, _error_count and
 	// _latency_seconds (from an event's creation to its handling). The
@@ -79,7 +69,6 @@ type EventedPLEG struct {
 	streamPeriod, streamThreshold time.Duration
 	period, threshold             time.Duration
 	retry, retryMax, cacheUpdate  time.Duration
-	lossless                      bool
 
 	streaming atomic.Bool
 	running   atomic.Bool
@@ -98,7 +87,6 @@ func NewEvented(c EventedConfig) (*EventedPLEG, error) {
 		events:    c.Events,
 		period:    time.Duration(c.Generic.period.Load()),
 		threshold: time.Duration(c.Generic.threshold.Load()),
-		lossless:  c.Lossless,
 	}
 	for _, f := range []struct {
 		name     string
@@ -244,22 +232,11 @@ func (e *EventedPLEG) consume(ctx context.Context, ch <-chan runtime.ContainerEv
 			}
 			e.handle(ev)
 		case <-t.C():
-			// Pod workers waiting for status newer than their last sync
-			// without an event of their pod get it from a relist, which
-			// lists, inspects what changed since the events and declares
-			// the cache current as of its start. The kubelet's evented PLEG
-			// declares the cache current instead: an event the runtime
-			// dropped (containerd and fakecri drop events for a subscriber
-			// that lags) or one still in flight then leaves a worker acting
-			// on status from before its own sync, restarting the container
-			// it just created because the cache says Created, or creating
-			// it again because the cache does not have it (name reserved).
-			switch {
-			case len(ch) > 0:
-			case e.lossless:
+			// Declare the cache current only when no event is pending, or
+			// a waiter could read status older than an event not yet
+			// handled.
+			if len(ch) == 0 {
 				e.g.cache.UpdateTime(e.g.clock.Now())
-			default:
-				_ = e.g.Relist(ctx)
 			}
 			t.Reset(e.cacheUpdate)
 		}
@@ -306,7 +283,6 @@ func (e *EventedPLEG) handle(ev runtime.ContainerEvent) {
 	if !e.g.cache.Set(uid, e.g.keepIPs(uid, st), nil, ev.CreatedAt) {
 		return // the cache holds newer status; the event is stale
 	}
-	e.g.observe(uid, st, ev.ContainerID.Type)
 	if m != nil {
 		m.addStatus(old, -1)
 		m.addStatus(st, 1)

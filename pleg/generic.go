@@ -49,11 +49,6 @@ type GenericPLEG struct {
 	lastMu     sync.Mutex
 	lastRelist time.Time
 
-	// observedMu guards observed: what the evented PLEG's events showed of
-	// pods since the last relist began, applied to records by the next.
-	observedMu sync.Mutex
-	observed   map[types.UID]podRecord
-
 	// relistMu serializes relists; it guards everything below.
 	relistMu sync.Mutex
 	gen      uint64
@@ -237,77 +232,18 @@ func (g *GenericPLEG) report(st *RelistStats) {
 	g.onRelist(*st)
 }
 
-// observe records what an event showed of a pod (its containers and
-// sandboxes as in status, sandbox IDs of type idType): the next relist
-// compares its listing with that instead of its own last listing, so a pod
-// the event stream kept current is not inspected again, and one whose
-// events were lost or came late is.
-func (g *GenericPLEG) observe(pid types.UID, status *runtime.PodStatus, idType string) {
-	rec := podRecord{nContainers: len(status.ContainerStatuses), known: true,
-		old: make([]ctrState, 0, len(status.ContainerStatuses)+len(status.SandboxStatuses))}
-	for _, c := range status.ContainerStatuses {
-		rec.old = append(rec.old, ctrState{c.ID, stateOf(c.State)})
-	}
-	for _, s := range status.SandboxStatuses {
-		st := exited // as listings report a sandbox that is not ready
-		if s.State == runtime.SandboxStateReady {
-			st = running
-		}
-		rec.old = append(rec.old, ctrState{runtime.ContainerID{Type: idType, ID: s.ID}, st})
-	}
-	g.observedMu.Lock()
-	if g.observed == nil {
-		g.observed = make(map[types.UID]podRecord)
-	}
-	g.observed[pid] = rec
-	g.observedMu.Unlock()
-}
-
-// requeueObserved puts back what a failed relist took, unless newer
-// observations came meanwhile.
-func (g *GenericPLEG) requeueObserved(observed map[types.UID]podRecord) {
-	if len(observed) == 0 {
-		return
-	}
-	g.observedMu.Lock()
-	defer g.observedMu.Unlock()
-	if g.observed == nil {
-		g.observed = observed
-		return
-	}
-	for pid, o := range observed {
-		if _, newer := g.observed[pid]; !newer {
-			g.observed[pid] = o
-		}
-	}
-}
-
 func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// Taken before listing, so that the listing is at least as new.
-	g.observedMu.Lock()
-	observed := g.observed
-	g.observed = nil
-	g.observedMu.Unlock()
 	pods, err := g.runtime.GetPods(ctx, true)
 	if err != nil {
 		g.log.Error(err, "Unable to list pods")
-		g.requeueObserved(observed)
 		return fmt.Errorf("pleg: listing pods: %w", err)
 	}
 	g.lastMu.Lock()
 	g.lastRelist = st.Timestamp
 	g.lastMu.Unlock()
-	for pid, o := range observed {
-		rec := g.records[pid]
-		if rec == nil {
-			rec = &podRecord{}
-			g.records[pid] = rec
-		}
-		rec.old, rec.nContainers, rec.known = o.old, o.nContainers, true
-	}
 
 	g.gen++
 	gen := g.gen
