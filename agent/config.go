@@ -89,14 +89,22 @@ type Config struct {
 	// RelistPeriod is the PLEG's relist period. Default 1s. With the
 	// evented PLEG it applies while the event stream is down.
 	RelistPeriod time.Duration
-	// DisableEventedPLEG turns the evented PLEG off. By default, when the
-	// Runtime streams container events (runtime.ContainerEventer: the CRI's
+	// EventedPLEG turns the evented PLEG on, as the kubelet's EventedPLEG
+	// feature gate (off by default there too): when the Runtime streams
+	// container events (runtime.ContainerEventer: the CRI's
 	// GetContainerEvents on containerd 2.x, runtime/fake, fakecri) the agent
 	// learns of changes from the stream as they happen and relists only every
 	// StreamingRelistPeriod as a safety net, falling back to RelistPeriod
 	// while the stream is down and reopening it with back-off (package
 	// pleg, EventedPLEG); a runtime that cannot stream is relisted.
-	DisableEventedPLEG bool
+	//
+	// Known issue, shared with the kubelet (kubernetes/kubernetes#123087):
+	// the cache is declared current every 2s while no event is pending, so
+	// when the runtime drops an event (containerd and fakecri drop them for
+	// a subscriber that lags, e.g. with hundreds of pods starting at once)
+	// a pod worker can act on status from before its own sync and start a
+	// container a second time. Without it, the relist PLEG is used.
+	EventedPLEG bool
 	// StreamingRelistPeriod is the relist period while the event stream
 	// works. Default 5m, as the kubelet's evented mode.
 	StreamingRelistPeriod time.Duration

@@ -8,12 +8,12 @@
 // the runtime), SyncTerminatingPod (kill with the effective grace period and
 // record the final status), SyncTerminatedPod (cleanup) and housekeeping
 // (kill runtime pods no source wants, forget finished workers, drop orphaned
-// statuses). pleg keeps the shared runtime.Cache: from the runtime's
-// container event stream when it has one (runtime.ContainerEventer:
-// containerd 2.x, runtime/fake), relisting every 5 minutes as a safety net
-// and every RelistPeriod while the stream is down, as the kubelet's evented
-// mode; by relisting every RelistPeriod otherwise (or with
-// DisableEventedPLEG). status keeps the API statuses and, when a client is
+// statuses). pleg keeps the shared runtime.Cache by relisting every
+// RelistPeriod, as the kubelet by default; with EventedPLEG, from the
+// runtime's container event stream when it has one
+// (runtime.ContainerEventer: containerd 2.x, runtime/fake), relisting every
+// 5 minutes as a safety net and every RelistPeriod while the stream is
+// down, as the kubelet's evented mode. status keeps the API statuses and, when a client is
 // configured, syncs them and the mirror pods of static pods to the
 // apiserver.
 //

@@ -79,11 +79,11 @@ func eventedOnContainerd(t testing.TB, relist bool) (*running, *countingRuntime,
 	t.Cleanup(func() { conn.Close() })
 	rt := &countingRuntime{Manager: m}
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 36)
-	c := Config{NodeName: "evented-" + suffix, Runtime: rt, Sources: []string{src}, TerminateOnExit: true, DisableEventedPLEG: relist,
+	c := Config{NodeName: "evented-" + suffix, Runtime: rt, Sources: []string{src}, TerminateOnExit: true, EventedPLEG: !relist,
 		ShutdownTimeout: 30 * time.Second, CrashLoopBackOffInitial: 10 * time.Millisecond, CrashLoopBackOffMax: 20 * time.Millisecond}
 	r := start(t, c)
 	if (r.a.evented == nil) != relist {
-		t.Fatalf("evented PLEG %v with DisableEventedPLEG %v", r.a.evented != nil, relist)
+		t.Fatalf("evented PLEG %v with EventedPLEG %v", r.a.evented != nil, !relist)
 	}
 	return r, rt, runtimeapi.NewRuntimeServiceClient(conn), suffix
 }

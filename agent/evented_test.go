@@ -19,10 +19,13 @@ import (
 func eventedConfig(rt *fake.Runtime) Config {
 	c := fastConfig(rt)
 	c.RelistPeriod, c.StreamingRelistPeriod, c.SyncFrequency = time.Hour, time.Hour, time.Hour
+	c.EventedPLEG = true
 	return c
 }
 
-func TestEventedPLEGIsTheDefaultForStreamingRuntimes(t *testing.T) {
+// As in the kubelet, the evented PLEG is opt-in: a streaming runtime is
+// relisted unless Config.EventedPLEG.
+func TestEventedPLEGIsOptIn(t *testing.T) {
 	rt, _ := fake.New(fake.Config{})
 	c := eventedConfig(rt)
 	a, err := New(c)
@@ -30,14 +33,14 @@ func TestEventedPLEGIsTheDefaultForStreamingRuntimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if a.evented == nil {
-		t.Fatal("no evented PLEG on a streaming runtime")
+		t.Fatal("no evented PLEG on a streaming runtime with EventedPLEG")
 	}
-	c.DisableEventedPLEG = true
+	c.EventedPLEG = false
 	if a, _ = New(c); a == nil {
 		t.Fatal("New failed")
 	}
 	if a.evented != nil {
-		t.Fatal("an evented PLEG with DisableEventedPLEG")
+		t.Fatal("an evented PLEG without EventedPLEG")
 	}
 }
 
@@ -86,6 +89,7 @@ func TestExitReachesStatusThroughCRIEvents(t *testing.T) {
 	t.Cleanup(func() { rt.Close() })
 	c := fastConfig(rt)
 	c.RelistPeriod, c.StreamingRelistPeriod, c.SyncFrequency = time.Hour, time.Hour, time.Hour
+	c.EventedPLEG = true
 	r := start(t, c)
 	pod := newPod("cri-evented", v1.RestartPolicyNever, "app")
 	r.set(pod)

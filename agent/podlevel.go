@@ -39,13 +39,13 @@ func (a *Agent) setupStatusOwner() error {
 
 // setupEvented puts the evented PLEG over the generic one when the runtime
 // streams container events (and is not a status owner, which has its own),
-// unless Config.DisableEventedPLEG: the kubelet's evented mode, events as
+// if Config.EventedPLEG: the kubelet's evented mode, events as
 // they happen, a relist every StreamingRelistPeriod as a safety net and at
 // RelistPeriod while the stream is down; a runtime that cannot stream
 // (containerd 1.x) gets plain relisting at RelistPeriod.
 func (a *Agent) setupEvented() error {
 	ev, ok := a.cfg.Runtime.(runtime.ContainerEventer)
-	if a.evented != nil || !ok || a.cfg.DisableEventedPLEG {
+	if a.evented != nil || !ok || !a.cfg.EventedPLEG {
 		return nil
 	}
 	// The cache is declared current every RelistPeriod (at most the

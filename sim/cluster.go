@@ -220,9 +220,9 @@ func hash(s string) uint64 {
 // startLocked builds and runs a new agent on the node's runtime.
 func (n *Node) startLocked() error {
 	c := n.c
-	// The relist PLEG, the kubelet's default (its evented PLEG is off by
-	// default); Config.Agent may turn the evented one on.
-	ac := agent.Config{Log: c.cfg.Log.WithName(n.name), DisableEventedPLEG: true}
+	// The agent's default relist PLEG, as the kubelet's; Config.Agent may
+	// turn the evented one on.
+	ac := agent.Config{Log: c.cfg.Log.WithName(n.name)}
 	if c.cfg.Agent != nil {
 		c.cfg.Agent(&ac)
 	}
