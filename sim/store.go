@@ -294,8 +294,12 @@ func (s *Store) patchPodStatus(ns, name string, pt types.PatchType, data []byte)
 	if uid != "" && uid != old.UID {
 		return nil, apierrors.NewConflict(podsResource, name, fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", uid, old.UID))
 	}
-	p := old.DeepCopy()
-	p.Status = *st
+	// A copy of the decoded status: the JSON decoder's lists have spare
+	// capacity, which every stored pod would keep.
+	p := &v1.Pod{TypeMeta: old.TypeMeta}
+	old.ObjectMeta.DeepCopyInto(&p.ObjectMeta)
+	old.Spec.DeepCopyInto(&p.Spec)
+	st.DeepCopyInto(&p.Status)
 	s.bump(&p.ObjectMeta)
 	s.pods[key{ns, name}] = p
 	s.emitPod(watch.Modified, old, p)
