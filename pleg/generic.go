@@ -552,7 +552,12 @@ func (in *inspector) inspect(pod *runtime.Pod) (status *runtime.PodStatus, err e
 			err = fmt.Errorf("%w after %v: %w", ErrInspectionTimeout, g.inspectTimeout, err)
 		}
 	}()
-	status, err = g.runtime.GetPodStatus(ictx, pod.ID, pod.Name, pod.Namespace)
+	if li, ok := g.runtime.(runtime.ListedPodInspector); ok {
+		// pod is from this relist's GetPods(ctx, true): no need to list it again.
+		status, err = li.GetPodStatusListed(ictx, pod)
+	} else {
+		status, err = g.runtime.GetPodStatus(ictx, pod.ID, pod.Name, pod.Namespace)
+	}
 	if err == nil && status == nil {
 		err = errors.New("pleg: runtime returned no status and no error")
 	}

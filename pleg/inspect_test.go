@@ -478,3 +478,32 @@ func TestEachInspectionHasItsOwnTimeoutAfterOneTimesOut(t *testing.T) {
 		}
 	}
 }
+
+// listedLister is a runtime that can inspect a pod from its listing.
+type listedLister struct {
+	*scriptedLister
+	listed []*runtime.Pod
+}
+
+func (l *listedLister) GetPodStatusListed(ctx context.Context, pod *runtime.Pod) (*runtime.PodStatus, error) {
+	l.mu.Lock()
+	l.listed = append(l.listed, pod)
+	l.mu.Unlock()
+	return statusOf(pod.ID, pod), nil
+}
+
+// A runtime that can inspect a pod from the relist's listing of it is
+// asked that way, with the pod as listed, and not to list it again.
+func TestRelistInspectsFromTheListingWhenTheRuntimeCan(t *testing.T) {
+	ll := &listedLister{scriptedLister: &scriptedLister{}}
+	tp := newTestPLEG(t, func(c *Config) { c.Runtime = ll })
+	p := pod("uid-a", ctr("c1", cRunning))
+	ll.setPods(p)
+	tp.relist(t)
+	require.Len(t, ll.listed, 1)
+	assert.Same(t, p, ll.listed[0], "the listed pod itself")
+	assert.Empty(t, ll.takeCalls(), "GetPodStatus not called")
+	s, err := tp.cache.Get("uid-a")
+	require.NoError(t, err)
+	require.Equal(t, cRunning, s.ContainerStatuses[0].State)
+}

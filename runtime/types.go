@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -58,6 +59,21 @@ type Container struct {
 	// Hash is HashContainer of the spec the container was created from.
 	Hash  uint64
 	State ContainerState
+	// SandboxID is, for a container, the ID of the sandbox it runs in;
+	// Attempt and CreatedAt (Unix nanoseconds) are, for a sandbox, its
+	// creation attempt and time. Runtimes that list them let an inspection
+	// start from the listing (see ListedPodInspector).
+	SandboxID string
+	Attempt   uint32
+	CreatedAt int64
+}
+
+// ListedPodInspector is a Runtime that can inspect a pod from a listing of
+// it (one of GetPods(ctx, true)), without listing it again: the PLEG's
+// relist inspects the pods it just listed. The status is as GetPodStatus's,
+// with the listed sandboxes and containers.
+type ListedPodInspector interface {
+	GetPodStatusListed(ctx context.Context, pod *Pod) (*PodStatus, error)
 }
 
 // FindContainerByName returns the pod's container with the given name, or nil.

@@ -1,9 +1,11 @@
 package cri
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -73,7 +75,8 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
 			state = runtime.ContainerStateRunning
 		}
-		p.Sandboxes = append(p.Sandboxes, &runtime.Container{ID: m.id(sb.Id), State: state})
+		p.Sandboxes = append(p.Sandboxes, &runtime.Container{ID: m.id(sb.Id), State: state,
+			Attempt: sb.GetMetadata().GetAttempt(), CreatedAt: sb.CreatedAt})
 		if uint64(sb.CreatedAt) > p.CreatedAt {
 			p.CreatedAt = uint64(sb.CreatedAt)
 		}
@@ -90,7 +93,7 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 		}
 		p.Containers = append(p.Containers, &runtime.Container{
 			ID: m.id(c.Id), Name: name, Image: c.GetImage().GetImage(), ImageID: c.ImageRef,
-			Hash: ci.hash, State: containerState(c.State),
+			Hash: ci.hash, State: containerState(c.State), SandboxID: c.PodSandboxId,
 		})
 	}
 	out := make([]*runtime.Pod, 0, len(pods))
@@ -107,31 +110,70 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*runtime.PodStatus, error) {
 	ctx, cancel := m.callCtx(ctx, 0)
 	defer cancel()
-	st := &runtime.PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: m.clock.Now()}
+	now := m.clock.Now()
 	sel := map[string]string{LabelPodUID: string(uid)}
 	sbs, err := m.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: sel}})
 	if err != nil {
 		return nil, wrapErr("ListPodSandbox", err)
 	}
-	items := sbs.Items
-	sortSandboxesNewestFirst(items)
-	for i, sb := range items {
+	cs, err := m.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: sel}})
+	if err != nil {
+		return nil, wrapErr("ListContainers", err)
+	}
+	pod := &runtime.Pod{ID: uid, Name: name, Namespace: namespace}
+	for _, sb := range sbs.Items {
+		state := runtime.ContainerStateExited
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			state = runtime.ContainerStateRunning
+		}
+		pod.Sandboxes = append(pod.Sandboxes, &runtime.Container{ID: m.id(sb.Id), State: state,
+			Attempt: sb.GetMetadata().GetAttempt(), CreatedAt: sb.CreatedAt})
+	}
+	for _, c := range cs.Containers {
+		pod.Containers = append(pod.Containers, &runtime.Container{ID: m.id(c.Id), SandboxID: c.PodSandboxId})
+	}
+	return m.inspect(ctx, pod, now)
+}
+
+// GetPodStatusListed is GetPodStatus for a pod of GetPods(ctx, true): it
+// asks for the statuses of the listed sandbox and containers without
+// listing them again (two CRI calls fewer per inspection). A container
+// created since the listing is not in the status; the next listing shows it.
+func (m *Manager) GetPodStatusListed(ctx context.Context, pod *runtime.Pod) (*runtime.PodStatus, error) {
+	if pod == nil {
+		return nil, fmt.Errorf("cri GetPodStatusListed: nil pod: %w", runtime.ErrInvalidConfig)
+	}
+	ctx, cancel := m.callCtx(ctx, 0)
+	defer cancel()
+	return m.inspect(ctx, pod, m.clock.Now())
+}
+
+// inspect builds the status of pod's listed sandboxes (newest first, the
+// newest one's status asked for IPs and network mode) and containers (each
+// one's status asked for).
+func (m *Manager) inspect(ctx context.Context, pod *runtime.Pod, now time.Time) (*runtime.PodStatus, error) {
+	st := &runtime.PodStatus{ID: pod.ID, Name: pod.Name, Namespace: pod.Namespace, TimeStamp: now}
+	sbs := slices.Clone(pod.Sandboxes)
+	slices.SortStableFunc(sbs, func(a, b *runtime.Container) int {
+		return cmp.Or(cmp.Compare(b.CreatedAt, a.CreatedAt), cmp.Compare(b.Attempt, a.Attempt))
+	})
+	for i, sb := range sbs {
 		ss := &runtime.SandboxStatus{
-			ID:        sb.Id,
+			ID:        sb.ID.ID,
 			State:     runtime.SandboxStateNotReady,
-			Attempt:   sb.GetMetadata().GetAttempt(),
+			Attempt:   sb.Attempt,
 			CreatedAt: time.Unix(0, sb.CreatedAt),
 		}
-		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		if sb.State == runtime.ContainerStateRunning {
 			ss.State = runtime.SandboxStateReady
 		}
 		if i == 0 {
-			resp, err := m.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.Id})
+			resp, err := m.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.ID.ID})
 			switch {
 			case err == nil:
 				s := resp.GetStatus()
 				if err := verifySandboxStatus(s); err != nil {
-					return nil, fmt.Errorf("cri: PodSandboxStatus of %q: %w", sb.Id, err)
+					return nil, fmt.Errorf("cri: PodSandboxStatus of %q: %w", sb.ID.ID, err)
 				}
 				ss.HostNetwork = s.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
 				if ip := s.GetNetwork().GetIp(); ip != "" && ss.State == runtime.SandboxStateReady && !ss.HostNetwork {
@@ -149,12 +191,8 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		}
 		st.SandboxStatuses = append(st.SandboxStatuses, ss)
 	}
-	cs, err := m.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: sel}})
-	if err != nil {
-		return nil, wrapErr("ListContainers", err)
-	}
-	for _, c := range cs.Containers {
-		resp, err := m.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+	for _, c := range pod.Containers {
+		resp, err := m.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.ID.ID})
 		if err != nil {
 			if errors.Is(wrapErr("", err), runtime.ErrNotFound) {
 				continue // removed since the list
@@ -162,10 +200,10 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 			return nil, wrapErr("ContainerStatus", err)
 		}
 		if err := verifyContainerStatus(resp.GetStatus()); err != nil {
-			return nil, fmt.Errorf("cri: ContainerStatus of %q: %w", c.Id, err)
+			return nil, fmt.Errorf("cri: ContainerStatus of %q: %w", c.ID.ID, err)
 		}
 		cs := m.containerStatus(resp.GetStatus())
-		cs.SandboxID = c.PodSandboxId
+		cs.SandboxID = c.SandboxID
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
 	sortNewestFirst(st.ContainerStatuses)

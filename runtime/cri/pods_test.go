@@ -171,3 +171,39 @@ func TestGetPodStatus(t *testing.T) {
 		require.Len(t, st.SandboxStatuses, 1)
 	})
 }
+
+// GetPodStatusListed, given a pod of GetPods(ctx, true), returns what
+// GetPodStatus does, with two CRI calls fewer: the listing is not repeated.
+func TestGetPodStatusListedMatchesGetPodStatus(t *testing.T) {
+	e := newFakeEnv(t)
+	pod := newPod("listed", "busybox:1", twoContainers)
+	require.NoError(t, e.sync(t, pod, nil).Error())
+	// A second sandbox attempt, so that the newest one must come first.
+	e.clock.Step(time.Second)
+	require.NoError(t, e.m.KillPod(e.ctx, pod, e.status(t, pod).RunningPod(e.m.Type()), nil))
+	require.NoError(t, e.sync(t, pod, nil).Error())
+
+	pods, err := e.m.GetPods(e.ctx, true)
+	require.NoError(t, err)
+	var listed *runtime.Pod
+	for _, p := range pods {
+		if p.ID == pod.UID {
+			listed = p
+		}
+	}
+	require.NotNil(t, listed)
+	e.srv.ResetCalls()
+	want, err := e.m.GetPodStatus(e.ctx, pod.UID, pod.Name, pod.Namespace)
+	require.NoError(t, err)
+	full := e.srv.TotalCalls()
+	e.srv.ResetCalls()
+	got, err := e.m.GetPodStatusListed(e.ctx, listed)
+	require.NoError(t, err)
+	require.Equal(t, full-2, e.srv.TotalCalls(), "no ListPodSandbox or ListContainers: %v", e.srv.CallCounts())
+	require.Len(t, got.SandboxStatuses, 2)
+	require.Equal(t, uint32(1), got.SandboxStatuses[0].Attempt, "newest sandbox first")
+	require.Equal(t, want, got)
+
+	_, err = e.m.GetPodStatusListed(e.ctx, nil)
+	require.ErrorIs(t, err, runtime.ErrInvalidConfig)
+}
