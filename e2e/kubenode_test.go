@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"errors"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -98,7 +97,7 @@ func TestKubenodeCommand(t *testing.T) {
 	kubeconfig := writeKubeconfig(t, cfg, cfg.Host, "")
 
 	t.Run("joins the cluster, runs a bound pod, records its events and stops on SIGTERM", func(t *testing.T) {
-		port := freePort(t)
+		port := testenv.FreePort(t)
 		k := startKubenode(t, bin, "-kubeconfig", kubeconfig, "-node-name", "cmd-node", "-node-ip", "127.0.0.1",
 			"-node-labels", "pool=cmd", "-max-pods", "20", "-port", strconv.Itoa(port))
 		n := waitNode(t, cs, "cmd-node", time.Minute, readyIs(corev1.ConditionTrue, "kubelet is posting ready status"))
@@ -161,17 +160,6 @@ func TestKubenodeCommand(t *testing.T) {
 			}
 		})
 	}
-}
-
-// freePort returns a TCP port free on 127.0.0.1 a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // waitEvent waits for an Event with reason about the named pod.

@@ -6,25 +6,18 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
-// freePort returns a port free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
+// freePort returns a port free a moment ago, as a flag value.
+func freePort(t *testing.T) string { return strconv.Itoa(testenv.FreePort(t)) }
 
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
