@@ -191,6 +191,7 @@ func TestHostNetworkPrivilegedStaticPodRunsByDefaultAndIsRejectedWhenDisallowed(
 		want  want
 	}{
 		{"admitted by default, as by the kubelet", nil, want{"kube-system/etcd-test-node", "etcd", "Running", "running"}},
+		{"admitted and run with the evented PLEG", []string{"-evented-pleg"}, want{"kube-system/etcd-test-node", "etcd", "Running", "running"}},
 		{"host namespaces disallowed", []string{"-allow-host-namespaces=false"},
 			want{"kube-system/etcd-test-node", "-", "Failed (HostNamespacesNotAllowed)", ""}},
 		{"privileged disallowed", []string{"-allow-privileged=false"},
@@ -283,7 +284,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
 	for _, f := range []string{"pod-manifest-path", "manifest-url", "manifest-url-header", "node-name", "sync-frequency",
-		"file-check-frequency", "http-check-frequency", "allow-privileged", "allow-host-namespaces", "max-pods", "v", "duration", "cri",
+		"file-check-frequency", "http-check-frequency", "allow-privileged", "allow-host-namespaces", "max-pods", "evented-pleg", "v", "duration", "cri",
 		"pause-image", "pod-logs-root", "pods-root", "cluster-dns", "cluster-domain", "resolv-conf", "cgroups-per-qos",
 		"cgroup-driver", "cgroup-root", "system-reserved", "kube-reserved", "enforce-node-allocatable"} {
 		if !regexp.MustCompile(`(?m)^  -` + regexp.QuoteMeta(f) + `\b`).MatchString(stderr.String()) {

@@ -19,12 +19,13 @@ type Pods struct {
 	AllowPrivileged           bool
 	AllowHostNamespaces       bool
 	MaxPods                   int
+	EventedPLEG               bool
 }
 
 // AddFlags defines -pod-manifest-path (default defaultManifestPath),
 // -manifest-url, -manifest-url-header, -sync-frequency,
 // -file-check-frequency, -http-check-frequency, -allow-privileged,
-// -allow-host-namespaces and -max-pods on fs.
+// -allow-host-namespaces, -max-pods and -evented-pleg on fs.
 func (p *Pods) AddFlags(fs *flag.FlagSet, defaultManifestPath string) {
 	p.Header = HeaderFlag{}
 	fs.StringVar(&p.ManifestPath, "pod-manifest-path", defaultManifestPath, "directory (or file) of static pod manifests, re-read on change; empty for none")
@@ -36,6 +37,7 @@ func (p *Pods) AddFlags(fs *flag.FlagSet, defaultManifestPath string) {
 	fs.BoolVar(&p.AllowPrivileged, "allow-privileged", true, "admit pods with privileged containers; false rejects them")
 	fs.BoolVar(&p.AllowHostNamespaces, "allow-host-namespaces", true, "admit pods using the host's network, PID or IPC namespace; false rejects them")
 	fs.IntVar(&p.MaxPods, "max-pods", 110, "how many pods may run (a Node's pods capacity); later ones are rejected with reason OutOfpods")
+	fs.BoolVar(&p.EventedPLEG, "evented-pleg", false, "learn of container changes from the runtime's event stream (containerd 2.x), relisting every 5m, as the kubelet's EventedPLEG feature gate; it shares that gate's known issue (kubernetes/kubernetes#123087: a dropped event can start a container twice)")
 }
 
 // Validate checks the flags; whether -pod-manifest-path exists is the
@@ -69,4 +71,5 @@ func (p *Pods) Apply(c *agent.Config) {
 	c.MaxPods = p.MaxPods
 	c.DenyPrivileged = !p.AllowPrivileged
 	c.DenyHostNamespaces = !p.AllowHostNamespaces
+	c.EventedPLEG = p.EventedPLEG
 }
