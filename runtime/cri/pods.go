@@ -216,7 +216,10 @@ func sortNewestFirst(cs []*runtime.ContainerStatus) {
 		if !a.CreatedAt.Equal(b.CreatedAt) {
 			return a.CreatedAt.After(b.CreatedAt)
 		}
-		return a.RestartCount > b.RestartCount // same clock tick: the later instance counts higher
+		if a.RestartCount != b.RestartCount {
+			return a.RestartCount > b.RestartCount // same clock tick: the later instance counts higher
+		}
+		return a.ID.ID < b.ID.ID // an order that does not depend on the runtime's listing
 	})
 }
 
