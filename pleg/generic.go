@@ -22,6 +22,7 @@ import (
 // safety net for what it misses.
 type GenericPLEG struct {
 	runtime  RuntimeLister
+	listed   runtime.ListedPodInspector // runtime, if it can inspect a listed pod; else nil
 	cache    runtime.Cache
 	clock    clock.WithDelayedExecution
 	log      logr.Logger
@@ -105,6 +106,7 @@ func New(c Config) (*GenericPLEG, error) {
 		records:        make(map[types.UID]*podRecord),
 		reinspect:      make(map[types.UID]struct{}),
 	}
+	g.listed, _ = c.Runtime.(runtime.ListedPodInspector)
 	if g.metrics, err = newRelistMetrics(c.Registerer); err != nil {
 		return nil, err
 	}
@@ -552,9 +554,9 @@ func (in *inspector) inspect(pod *runtime.Pod) (status *runtime.PodStatus, err e
 			err = fmt.Errorf("%w after %v: %w", ErrInspectionTimeout, g.inspectTimeout, err)
 		}
 	}()
-	if li, ok := g.runtime.(runtime.ListedPodInspector); ok {
+	if g.listed != nil {
 		// pod is from this relist's GetPods(ctx, true): no need to list it again.
-		status, err = li.GetPodStatusListed(ictx, pod)
+		status, err = g.listed.GetPodStatusListed(ictx, pod)
 	} else {
 		status, err = g.runtime.GetPodStatus(ictx, pod.ID, pod.Name, pod.Namespace)
 	}
