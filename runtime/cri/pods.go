@@ -71,12 +71,7 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 		if p == nil {
 			continue
 		}
-		state := runtime.ContainerStateExited
-		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			state = runtime.ContainerStateRunning
-		}
-		p.Sandboxes = append(p.Sandboxes, &runtime.Container{ID: m.id(sb.Id), State: state,
-			Attempt: sb.GetMetadata().GetAttempt(), CreatedAt: sb.CreatedAt})
+		p.Sandboxes = append(p.Sandboxes, m.listedSandbox(sb))
 		if uint64(sb.CreatedAt) > p.CreatedAt {
 			p.CreatedAt = uint64(sb.CreatedAt)
 		}
@@ -104,6 +99,16 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 	return out, nil
 }
 
+// listedSandbox is a listed sandbox as a runtime.Container: running if
+// ready, else exited, with its attempt and creation time.
+func (m *Manager) listedSandbox(sb *runtimeapi.PodSandbox) *runtime.Container {
+	state := runtime.ContainerStateExited
+	if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		state = runtime.ContainerStateRunning
+	}
+	return &runtime.Container{ID: m.id(sb.Id), State: state, Attempt: sb.GetMetadata().GetAttempt(), CreatedAt: sb.CreatedAt}
+}
+
 // GetPodStatus inspects one pod: its sandboxes newest first (the newest
 // one's status asked for IPs and network mode) and every container instance,
 // newest first, each with a ContainerStatus call.
@@ -122,12 +127,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	}
 	pod := &runtime.Pod{ID: uid, Name: name, Namespace: namespace}
 	for _, sb := range sbs.Items {
-		state := runtime.ContainerStateExited
-		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			state = runtime.ContainerStateRunning
-		}
-		pod.Sandboxes = append(pod.Sandboxes, &runtime.Container{ID: m.id(sb.Id), State: state,
-			Attempt: sb.GetMetadata().GetAttempt(), CreatedAt: sb.CreatedAt})
+		pod.Sandboxes = append(pod.Sandboxes, m.listedSandbox(sb))
 	}
 	for _, c := range cs.Containers {
 		pod.Containers = append(pod.Containers, &runtime.Container{ID: m.id(c.Id), SandboxID: c.PodSandboxId})
