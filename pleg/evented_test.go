@@ -308,6 +308,25 @@ func (silentStream) WatchContainerEvents(ctx context.Context) (<-chan runtime.Co
 	return make(chan runtime.ContainerEvent), nil
 }
 
+// startSilentStream runs an EventedPLEG over tp on a stream that stays
+// quiet until the test ends, and returns once it streams, after the relist
+// at start and the one when the stream opened (both reported on relisted).
+func startSilentStream(t *testing.T, tp *testPLEG, relisted <-chan struct{}) {
+	t.Helper()
+	e, err := NewEvented(EventedConfig{Generic: tp.GenericPLEG, Events: silentStream{tp.lister}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, recv(t, done, "Start to return"))
+	})
+	recv(t, relisted, "the relist at start")
+	recv(t, relisted, "the relist when the stream opened")
+	require.Eventually(t, e.Streaming, guard, time.Millisecond)
+}
+
 // While streaming, a pod whose inspection failed in a relist is inspected
 // again after the normal period, not the slow streaming one: no event may
 // come to replace the error its entry holds, and the error fails every sync
@@ -321,19 +340,8 @@ func TestEventedPLEGReinspectsFailedPodAtNormalPeriod(t *testing.T) {
 	p := pod("uid-flaky", ctr("c1", cRunning))
 	tp.lister.setPods(p)
 	tp.lister.setStatus(p.ID, nil, errors.New("inspection failed"))
-	e, err := NewEvented(EventedConfig{Generic: tp.GenericPLEG, Events: silentStream{tp.lister}})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Start(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, recv(t, done, "Start to return"))
-	}()
-	recv(t, relisted, "the relist at start")
-	recv(t, relisted, "the relist when the stream opened")
-	require.Eventually(t, e.Streaming, guard, time.Millisecond)
-	_, err = tp.cache.Get(p.ID)
+	startSilentStream(t, tp, relisted)
+	_, err := tp.cache.Get(p.ID)
 	require.Error(t, err, "the failed inspection is in the cache")
 
 	tp.lister.setStatus(p.ID, statusOf(p.ID, p), nil)
@@ -356,25 +364,14 @@ func TestEventedPLEGRetimesSlowWaitAfterIncompleteRelist(t *testing.T) {
 	})
 	p := pod("uid-later-flaky", ctr("c1", cRunning))
 	tp.lister.setPods(p)
-	e, err := NewEvented(EventedConfig{Generic: tp.GenericPLEG, Events: silentStream{tp.lister}})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Start(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, recv(t, done, "Start to return"))
-	}()
-	recv(t, relisted, "the relist at start")
-	recv(t, relisted, "the relist when the stream opened")
-	require.Eventually(t, e.Streaming, guard, time.Millisecond)
+	startSilentStream(t, tp, relisted)
 
 	p2 := pod(p.ID, ctr("c1", cRunning), ctr("c2", cRunning))
 	tp.lister.setPods(p2)
 	tp.lister.setStatus(p.ID, nil, errors.New("inspection failed"))
-	require.NoError(t, tp.Relist(ctx))
+	require.NoError(t, tp.Relist(context.Background()))
 	recv(t, relisted, "the caller's relist")
-	_, err = tp.cache.Get(p.ID)
+	_, err := tp.cache.Get(p.ID)
 	require.Error(t, err, "the failed inspection is in the cache")
 
 	tp.lister.setStatus(p.ID, statusOf(p.ID, p2), nil)
