@@ -101,7 +101,9 @@ func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher,
 		e.setWatched(true)
 		var stale bool
 		rv, stale = c.consume(ctx, k, e, wi)
-		wi.Stop()
+		// The entry stops counting as watched, and an unused one leaves the
+		// cache, before the watch ends: a read that sees the watch gone
+		// must not be served from it.
 		e.setWatched(false)
 		if stale {
 			c.mu.Lock()
@@ -109,6 +111,9 @@ func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher,
 				delete(c.m, k)
 			}
 			c.mu.Unlock()
+		}
+		wi.Stop()
+		if stale {
 			return
 		}
 	}
