@@ -59,7 +59,9 @@ type Options struct {
 	// By default the consumer receives the stored pods themselves, shared
 	// with later updates and with other consumers of them: treat them as
 	// read-only (DeepCopy before modifying), as with an informer's cache.
-	// Copying costs about one allocation per pod field; see the benchmarks.
+	// nodekit's own components do (the agent's TestPodsAreNeverModified
+	// checks), so an agent needs no copies. Copying costs about one
+	// allocation per pod field; see the benchmarks.
 	CopyPods bool
 	// UpdatesBuffer is the capacity of the output channel. Defaults to 50,
 	// as in the kubelet.

@@ -3,6 +3,7 @@ package podconfig
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -570,46 +571,81 @@ func TestChangeDetection(t *testing.T) {
 		{"new deletion timestamp is a delete", func(p *v1.Pod) { p.DeletionTimestamp = &ts }, DELETE},
 		{"status change is a reconcile", func(p *v1.Pod) { p.Status.Phase = v1.PodRunning }, RECONCILE},
 		{"nil versus zero pointer is an update", func(p *v1.Pod) { zero := int64(0); p.Spec.ActiveDeadlineSeconds = &zero }, UPDATE},
+		{"equal env divisors in other units are equal", func(p *v1.Pod) {
+			p.Spec.Containers[0].Env[0].ValueFrom.ResourceFieldRef.Divisor = resource.MustParse("1000m")
+		}, -1},
+		{"changed env divisor is an update", func(p *v1.Pod) {
+			p.Spec.Containers[0].Env[0].ValueFrom.ResourceFieldRef.Divisor = resource.MustParse("1m")
+		}, UPDATE},
+		{"config annotations alone produce nothing", func(p *v1.Pod) {
+			p.Annotations = map[string]string{podutil.ConfigSourceAnnotationKey: "other", podutil.ConfigFirstSeenAnnotationKey: "then"}
+		}, -1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			base := func() *v1.Pod {
-				p := validPod("foo", "new")
-				p.Labels = map[string]string{"a": "b"}
-				p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000m")}
-				p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse("128Mi")}
-				if tc.name == "nil and empty labels are equal" {
-					p.Labels = nil
+		// The first comparison of a stored pod reads it (it went out
+		// without fingerprints); later ones compare fingerprints.
+		for _, compared := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/compared before: %v", tc.name, compared), func(t *testing.T) {
+				base := func() *v1.Pod {
+					p := validPod("foo", "new")
+					p.Labels = map[string]string{"a": "b"}
+					p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000m")}
+					p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse("128Mi")}
+					p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "CPU", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.cpu", Divisor: resource.MustParse("1")}}}}
+					if tc.name == "nil and empty labels are equal" {
+						p.Labels = nil
+					}
+					return p
 				}
-				return p
-			}
-			tt := newTester(t, Incremental)
-			tt.send(update(SET, testSource, base()))
-			tt.expect(update(ADD, testSource, base()))
-			next := base()
-			tc.mutate(next)
-			tt.send(update(SET, testSource, next.DeepCopy()))
-			if tc.want < 0 {
-				tt.expectNothingAfterSync(base())
-				return
-			}
-			tt.expect(update(tc.want, testSource, next))
-		})
+				tt := newTester(t, Incremental)
+				tt.send(update(SET, testSource, base()))
+				tt.expect(update(ADD, testSource, base()))
+				if compared {
+					tt.send(update(SET, testSource, base()))
+					tt.expectNothing()
+				}
+				next := base()
+				tc.mutate(next)
+				tt.send(update(SET, testSource, next.DeepCopy()))
+				if tc.want < 0 {
+					tt.expectNothingAfterSync(base())
+					return
+				}
+				tt.expect(update(tc.want, testSource, next))
+			})
+		}
 	}
 }
 
-func TestResentPodMutatedInPlaceIsStillDetected(t *testing.T) {
-	// A source that breaks the contract and re-sends the object it sent
-	// before, modified in place, still has its change reported: the stored
-	// fingerprint is taken on arrival.
-	tt := newTester(t, Incremental)
-	pod := validPod("foo", "new")
-	tt.send(update(SET, testSource, pod))
-	tt.expect(update(ADD, testSource, validPod("foo", "new")))
-	pod.Spec.Containers[0].Image = "changed"
-	tt.send(update(SET, testSource, pod))
-	want := validPod("foo", "new")
-	want.Spec.Containers[0].Image = "changed"
-	tt.expect(update(UPDATE, testSource, want))
+func TestResentSameObjectIsTheSamePod(t *testing.T) {
+	// A change comes as a new object (as decoders and informers give):
+	// the object sent before, sent again, is the pod stored, as in the
+	// kubelet, whose storage compares it with itself. So a source that
+	// breaks the contract by modifying a sent pod in place has its change
+	// ignored, before and after the pod was first compared.
+	for _, compared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compared before: %v", compared), func(t *testing.T) {
+			tt := newTester(t, Incremental)
+			pod := validPod("foo", "new")
+			tt.send(update(SET, testSource, pod))
+			tt.expect(update(ADD, testSource, validPod("foo", "new")))
+			if compared {
+				tt.send(update(SET, testSource, validPod("foo", "new")))
+				tt.expectNothing()
+				tt.send(update(SET, testSource, pod))
+				tt.expectNothing()
+			}
+			pod.Spec.Containers[0].Image = "changed"
+			tt.send(update(SET, testSource, pod))
+			tt.expectNothing()
+
+			next := validPod("foo", "new")
+			next.Spec.Containers[0].Image = "changed again"
+			tt.send(update(SET, testSource, next))
+			want := validPod("foo", "new")
+			want.Spec.Containers[0].Image = "changed again"
+			tt.expect(update(UPDATE, testSource, want))
+		})
+	}
 }
 
 func TestIncrementalOrderIsRemoveAddUpdateDeleteReconcile(t *testing.T) {

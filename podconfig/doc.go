@@ -19,18 +19,25 @@
 // clientset creates such pods), reported once by that event and an error log
 // while its source keeps sending it.
 //
-// Change detection fingerprints each incoming pod once (its generated
-// protobuf encoding, hashed) and compares with the fingerprint stored with
-// the pod, instead of reflect.DeepEqual on whole specs: a SET of N unchanged
-// pods costs N encodings and almost no allocation. The comparison is
+// Change detection fingerprints pods (their generated protobuf encoding,
+// hashed) instead of comparing whole specs with reflect.DeepEqual, and only
+// when there is something to compare: a new pod is stored as it came, and
+// its fingerprints are taken when its source first sends a newer object for
+// it. So a first SET of N pods costs no encoding, and a later SET of N
+// unchanged pods N encodings and almost no allocation. The comparison is
 // semantic where reflect.DeepEqual is not: nil and empty slices or maps are
 // equal, and so are equal quantities written differently ("1000m" and "1").
 //
 // Ownership: a source hands its pods over when it sends them and must not
-// modify them afterwards. By default the consumer receives the stored pods
-// themselves (the storage never modifies a stored pod; an update stores the
-// new object): treat them as read-only, as with an informer cache, or set
-// Options.CopyPods to get deep copies as the kubelet gives.
+// modify them afterwards; a change comes as a new object, as decoders and
+// informers give (the object sent before, sent again, is the stored pod
+// and no change, as in the kubelet). The consumer receives the stored pods
+// themselves, shared with later updates: the storage never modifies a
+// stored pod (an update stores the new object), and no nodekit component
+// modifies a pod it is given (the agent's TestPodsAreNeverModified runs
+// pods through their whole life and checks). Treat them as read-only, as
+// with an informer's cache, or set Options.CopyPods to get deep copies as
+// the kubelet gives.
 //
 // Sources in subpackages: file (static pod manifests in a directory, fsnotify
 // plus periodic resync), manifesturl (a Pod or PodList polled over HTTP) and

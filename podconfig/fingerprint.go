@@ -242,3 +242,65 @@ func (f *fingerprinter) writeQuantity(q *resource.Quantity) {
 	_ = f.h.WriteByte('s')
 	_, _ = f.h.WriteString(canonical.String())
 }
+
+// warmQuantities fills the cached string form of every quantity of p that
+// the protobuf encoding reaches other than through a map (whose values it
+// encodes from copies). Quantity.String writes that cache on first use, so
+// encoding a pod whose caches are cold writes to it; warmed before the pod
+// goes out, a later encoding (the fingerprints of a stored pod) only reads
+// it, however many goroutines read the pod meanwhile. The places are those
+// of k8s.io/api's PodSpec and PodStatus; TestWarmQuantitiesReachesEveryQuantity
+// finds them by reflection, so a new one fails that test.
+func warmQuantities(p *v1.Pod) {
+	for i := range p.Spec.InitContainers {
+		warmEnv(p.Spec.InitContainers[i].Env)
+	}
+	for i := range p.Spec.Containers {
+		warmEnv(p.Spec.Containers[i].Env)
+	}
+	for i := range p.Spec.EphemeralContainers {
+		warmEnv(p.Spec.EphemeralContainers[i].Env)
+	}
+	for i := range p.Spec.Volumes {
+		v := &p.Spec.Volumes[i].VolumeSource
+		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
+			_ = v.EmptyDir.SizeLimit.String()
+		}
+		if v.DownwardAPI != nil {
+			warmDownwardAPI(v.DownwardAPI.Items)
+		}
+		if v.Projected != nil {
+			for j := range v.Projected.Sources {
+				if d := v.Projected.Sources[j].DownwardAPI; d != nil {
+					warmDownwardAPI(d.Items)
+				}
+			}
+		}
+	}
+	for i := range p.Status.NodeAllocatableResourceClaimStatuses {
+		s := &p.Status.NodeAllocatableResourceClaimStatuses[i]
+		for j := range s.Mapping {
+			_ = s.Mapping[j].Quantity.String()
+		}
+		for j := range s.Overhead {
+			_ = s.Overhead[j].PerPod.String()
+			_ = s.Overhead[j].PerContainer.String()
+		}
+	}
+}
+
+func warmEnv(env []v1.EnvVar) {
+	for i := range env {
+		if f := env[i].ValueFrom; f != nil && f.ResourceFieldRef != nil {
+			_ = f.ResourceFieldRef.Divisor.String()
+		}
+	}
+}
+
+func warmDownwardAPI(items []v1.DownwardAPIVolumeFile) {
+	for i := range items {
+		if r := items[i].ResourceFieldRef; r != nil {
+			_ = r.Divisor.String()
+		}
+	}
+}

@@ -14,13 +14,18 @@ import (
 	"github.com/nodekit/nodekit/podutil"
 )
 
-// entry is one stored pod with the fingerprints it arrived with. The
-// fingerprints are taken when the pod is stored, so a source that (against
-// the contract) mutates a pod after sending it cannot hide a change.
+// entry is one stored pod and, once it has been compared with a newer
+// version, its fingerprints. A new pod is stored without them: nothing
+// compares it until its source sends it again, so a first SET costs no
+// encoding (the kubelet's costs a deep copy of every pod). They are taken
+// then from the stored pod, which has gone out to the consumer: encoding
+// it only reads it, because warmQuantities filled its quantities' string
+// caches before it went out.
 type entry struct {
 	pod      *v1.Pod
 	semantic uint64
 	status   uint64
+	hashed   bool   // semantic and status are set
 	mark     uint64 // the SET generation that last saw the pod
 }
 
@@ -256,7 +261,6 @@ func (s *podStorage) apply(source string, incoming []*v1.Pod, pods map[types.UID
 			s.names[k] = struct{}{}
 		}
 
-		sem := s.fp.semantic(ref)
 		e, found := pods[ref.UID]
 		if !found {
 			if seenAt == "" {
@@ -267,14 +271,24 @@ func (s *podStorage) apply(source string, incoming []*v1.Pod, pods map[types.UID
 			}
 			ref.Annotations[podutil.ConfigSourceAnnotationKey] = source
 			ref.Annotations[podutil.ConfigFirstSeenAnnotationKey] = seenAt
-			pods[ref.UID] = entry{pod: ref, semantic: sem, status: s.fp.status(ref), mark: mark}
+			warmQuantities(ref)
+			pods[ref.UID] = entry{pod: ref, mark: mark}
 			s.ch.adds = append(s.ch.adds, ref)
 			continue
 		}
 		e.mark = mark
+		if ref == e.pod {
+			// The stored object itself: unchanged, by the ownership contract.
+			pods[ref.UID] = e
+			continue
+		}
+		if !e.hashed {
+			e.semantic, e.status, e.hashed = s.fp.semantic(e.pod), s.fp.status(e.pod), true
+		}
+		sem, st := s.fp.semantic(ref), s.fp.status(ref)
 		if sem == e.semantic {
 			// Not an update; only a changed status makes it a reconcile.
-			if st := s.fp.status(ref); st != e.status {
+			if st != e.status {
 				adopt(source, ref, e.pod)
 				e.pod, e.status = ref, st
 				s.ch.reconciles = append(s.ch.reconciles, ref)
@@ -283,7 +297,7 @@ func (s *podStorage) apply(source string, incoming []*v1.Pod, pods map[types.UID
 			continue
 		}
 		adopt(source, ref, e.pod)
-		e.pod, e.semantic, e.status = ref, sem, s.fp.status(ref)
+		e.pod, e.semantic, e.status = ref, sem, st
 		pods[ref.UID] = e
 		if ref.DeletionTimestamp != nil {
 			s.ch.deletes = append(s.ch.deletes, ref) // graceful deletion
