@@ -265,6 +265,9 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 		slab = make([]podRecord, st.Pods)
 		states = make([]ctrState, 0, n)
 		g.records = make(map[types.UID]*podRecord, st.Pods)
+		if r, ok := g.cache.(reserver); ok {
+			r.Reserve(st.Pods)
+		}
 		g.items = make([]item, 0, st.Pods)
 		g.buf = make([]PodLifecycleEvent, 0, n)
 	}
@@ -347,6 +350,10 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 	g.cache.UpdateTime(st.Timestamp)
 	return nil
 }
+
+// reserver is a cache that can make room for a number of pods at once
+// (runtime.NewCache's can).
+type reserver interface{ Reserve(n int) }
 
 func countPod(st *RelistStats, pod *runtime.Pod) {
 	st.Pods++

@@ -129,6 +129,17 @@ func (c *cache) removeWaiter(uid types.UID, w *cacheWaiter) {
 	}
 }
 
+// Reserve makes room for n pods in a cache that holds none, so that a
+// first relist of n pods fills it without growing its map step by step
+// (the PLEG calls it when present).
+func (c *cache) Reserve(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pods) == 0 && n > 0 {
+		c.pods = make(map[types.UID]cacheEntry, n)
+	}
+}
+
 func (c *cache) Set(uid types.UID, status *PodStatus, err error, timestamp time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
