@@ -59,7 +59,7 @@ func BenchmarkProbeResultToReady(b *testing.B) {
 	for a.Prober().Workers() < 2*n {
 		time.Sleep(5 * time.Millisecond)
 	}
-	goroutines := goruntime.NumGoroutine() - base - n // less the pod workers
+	goroutines := goruntime.NumGoroutine() - base // idle pod workers hold none
 
 	ready := func(p *v1.Pod) (bool, string) {
 		st, _ := a.status.SharedPodStatus(p.UID)

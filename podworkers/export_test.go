@@ -118,13 +118,13 @@ func (p *PodWorkers) StaticPods() (map[string]types.UID, map[string][]types.UID)
 	return started, waiting
 }
 
-// OpenWorkers returns how many pods have a worker channel.
-func (p *PodWorkers) OpenWorkers() int {
+// RunningWorkers returns how many pods have a worker goroutine.
+func (p *PodWorkers) RunningWorkers() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for _, s := range p.statuses {
-		if s.updates != nil {
+		if s.running {
 			n++
 		}
 	}

@@ -173,8 +173,8 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 	defer cancel()
 	p.root = root
 	for uid, st := range p.statuses {
-		if st.updates != nil {
-			p.spawn(uid, st.updates)
+		if st.pendingUpdate != nil && !st.finished {
+			p.spawn(uid, st)
 		}
 	}
 	p.mu.Unlock()
@@ -195,9 +195,18 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 }
 
 // spawn starts the worker of uid; p.mu must be held and Run running.
-func (p *PodWorkers) spawn(uid types.UID, ch <-chan struct{}) {
+func (p *PodWorkers) spawn(uid types.UID, status *podSyncStatus) {
+	status.running = true
 	p.wg.Add(1)
-	go p.workerLoop(p.root, uid, ch)
+	go p.workerLoop(p.root, uid)
+}
+
+// wake starts the worker of a pod with a pending update unless it runs
+// already (it then takes the update when its sync ends). p.mu must be held.
+func (p *PodWorkers) wake(uid types.UID, status *podSyncStatus) {
+	if !status.running && p.root != nil && !p.stopped {
+		p.spawn(uid, status)
+	}
 }
 
 // UpdatePod hands a change of a pod to its worker, starting the worker if
@@ -339,17 +348,9 @@ func (p *PodWorkers) UpdatePod(options UpdatePodOptions) error {
 		options.KillPodOptions = nil
 	}
 
-	ch := status.updates
-	if ch == nil {
-		ch = make(chan struct{}, 1)
-		status.updates = ch
-		if pod != nil && podutil.IsStaticPod(pod) {
-			// static pods of one full name start in the order seen here
-			p.waitingStatic[status.fullname] = append(p.waitingStatic[status.fullname], uid)
-		}
-		if p.root != nil && !p.stopped {
-			p.spawn(uid, ch)
-		}
+	if !known && pod != nil && podutil.IsStaticPod(pod) {
+		// static pods of one full name start in the order seen here
+		p.waitingStatic[status.fullname] = append(p.waitingStatic[status.fullname], uid)
 	}
 
 	// The mirror pod carries over from a pending update that is replaced.
@@ -358,10 +359,7 @@ func (p *PodWorkers) UpdatePod(options UpdatePodOptions) error {
 	}
 	status.pendingUpdate = &options
 	status.working = true
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
+	p.wake(uid, status)
 
 	// Stop whatever the worker is doing so it sees the termination, or the
 	// shorter grace period, at once.
@@ -470,6 +468,8 @@ func (p *PodWorkers) allowStaticPodStart(fullname string, uid types.UID) bool {
 type work struct {
 	state   State
 	options UpdatePodOptions
+	// lastSync is when the pod's previous sync ended.
+	lastSync time.Time
 }
 
 // startPodSync takes the pending update of uid and decides whether the pod
@@ -484,17 +484,14 @@ func (p *PodWorkers) startPodSync(uid types.UID) (ctx context.Context, w work, c
 	}
 	if !found || status.pendingUpdate == nil {
 		if found {
-			p.setIdle(status)
+			p.stopWorker(status)
 		}
 		return nil, w, false, false, false
 	}
 	w.state = status.WorkType()
 	w.options = *status.pendingUpdate
+	w.lastSync = status.lastSync
 	status.pendingUpdate = nil
-	select {
-	case <-status.updates: // drain: the signal is consumed with the update
-	default:
-	}
 
 	if status.ctx == nil || status.ctx.Err() != nil {
 		if status.cancel != nil {
@@ -524,9 +521,9 @@ func (p *PodWorkers) startPodSync(uid types.UID) (ctx context.Context, w work, c
 		p.cleanupUnstartedPod(uid, status)
 		return ctx, w, false, false, true
 	case !canStart:
-		// keep the update for the next try
+		// keep the update for the next try (the pod was requeued)
 		status.pendingUpdate = &w.options
-		p.setIdle(status)
+		p.stopWorker(status)
 		return ctx, w, false, true, true
 	}
 	status.startedAt = p.clock.Now()
@@ -534,86 +531,78 @@ func (p *PodWorkers) startPodSync(uid types.UID) (ctx context.Context, w work, c
 	return ctx, w, true, true, true
 }
 
-// workerLoop is the goroutine of one pod. It ends when the pod is forgotten
-// or finished, or root ends.
-func (p *PodWorkers) workerLoop(root context.Context, uid types.UID, updates <-chan struct{}) {
+// workerLoop is the goroutine of one pod while it has work: it takes the
+// pod's pending updates one after another and exits once none is left
+// (UpdatePod starts it again), when the pod is finished or forgotten, or
+// when root ends. An idle pod holds no goroutine.
+func (p *PodWorkers) workerLoop(root context.Context, uid types.UID) {
 	defer p.wg.Done()
-	var lastSyncTime time.Time
-	for {
-		select {
-		case <-root.Done():
-			return
-		case _, open := <-updates:
-			if !open {
-				return
-			}
-		}
+	for root.Err() == nil {
 		if p.beforeStart != nil {
 			p.beforeStart(uid)
 		}
 		ctx, w, canStart, canEverStart, ok := p.startPodSync(uid)
-		if !ok {
-			continue
-		}
-		if !canEverStart {
+		if !ok || !canEverStart || !canStart {
 			return
 		}
-		if !canStart {
-			continue
-		}
-
-		var isTerminal bool
-		err := func() error {
-			var status *runtime.PodStatus
-			if w.options.RunningPod == nil {
-				// never act on runtime status older than our last sync
-				var err error
-				status, err = p.cache.GetNewerThan(ctx, uid, lastSyncTime)
-				if err != nil {
-					return fmt.Errorf("determining pod status: %w", err)
-				}
-			}
-			var err error
-			isTerminal, err = p.sync(ctx, uid, w, status)
-			lastSyncTime = p.clock.Now()
-			return err
-		}()
-
-		if root.Err() != nil {
+		if !p.work(root, ctx, uid, &w) {
 			return
 		}
-		if p.metrics != nil {
-			p.metrics.observe(w, p.clock.Now())
-		}
-		var transition bool
-		switch {
-		case errors.Is(err, context.Canceled):
-			p.log.V(2).Info("Pod sync cancelled", "podUID", uid, "state", w.state)
-		case err != nil:
-			p.log.Error(err, "Error syncing pod, will retry", "podUID", uid, "state", w.state)
-		case w.state == StateTerminated:
-			p.completeTerminated(uid)
-			return
-		case w.state == StateTerminating:
-			if w.options.RunningPod != nil {
-				p.completeTerminatingRuntimePod(uid)
-				return
-			}
-			p.completeTerminating(uid)
-			if p.onTerminated != nil {
-				p.onTerminated(uid)
-			}
-			transition = true
-		case isTerminal:
-			p.completeSync(uid)
-			transition = true
-		}
-		p.completeWork(uid, transition, err)
 	}
 }
 
+// work syncs one update and records the outcome; it reports whether the
+// worker goes on to the pod's next pending update.
+func (p *PodWorkers) work(root, ctx context.Context, uid types.UID, w *work) bool {
+	var status *runtime.PodStatus
+	var err error
+	if w.options.RunningPod == nil {
+		// never act on runtime status older than our last sync
+		status, err = p.cache.GetNewerThan(ctx, uid, w.lastSync)
+		if err != nil {
+			err = fmt.Errorf("determining pod status: %w", err)
+		}
+	}
+	var isTerminal bool
+	if err == nil {
+		isTerminal, err = p.sync(ctx, uid, w, status)
+	}
+	lastSync := p.clock.Now()
+
+	if root.Err() != nil {
+		return false
+	}
+	if p.metrics != nil {
+		p.metrics.observe(*w, lastSync)
+	}
+	var transition bool
+	switch {
+	case errors.Is(err, context.Canceled):
+		p.log.V(2).Info("Pod sync cancelled", "podUID", uid, "state", w.state)
+	case err != nil:
+		p.log.Error(err, "Error syncing pod, will retry", "podUID", uid, "state", w.state)
+	case w.state == StateTerminated:
+		p.completeTerminated(uid)
+		return false
+	case w.state == StateTerminating:
+		if w.options.RunningPod != nil {
+			p.completeTerminatingRuntimePod(uid)
+			return false
+		}
+		p.completeTerminating(uid)
+		if p.onTerminated != nil {
+			p.onTerminated(uid)
+		}
+		transition = true
+	case isTerminal:
+		p.completeSync(uid)
+		transition = true
+	}
+	return p.completeWork(uid, lastSync, transition, err)
+}
+
 // sync calls the syncer method for w's state, turning a panic into an error.
-func (p *PodWorkers) sync(ctx context.Context, uid types.UID, w work, status *runtime.PodStatus) (isTerminal bool, err error) {
+func (p *PodWorkers) sync(ctx context.Context, uid types.UID, w *work, status *runtime.PodStatus) (isTerminal bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error(fmt.Errorf("%v", r), "Pod syncer panicked", "podUID", uid, "state", w.state)
@@ -700,7 +689,6 @@ func (p *PodWorkers) completeTerminatingRuntimePod(uid types.UID) {
 	if !ok {
 		return
 	}
-	p.cleanupPodUpdates(status)
 	status.terminatedAt = p.clock.Now()
 	status.finished = true
 	status.closeKills()
@@ -719,29 +707,27 @@ func (p *PodWorkers) completeTerminated(uid types.UID) {
 	if !ok {
 		return
 	}
-	p.cleanupPodUpdates(status)
 	status.finished = true
 	status.closeKills()
 	status.release()
 	p.releaseStatic(uid, status)
-	p.setIdle(status)
+	p.stopWorker(status)
 }
 
 // cleanupUnstartedPod finishes a pod that was stopped before it ever
 // started. p.mu must be held.
 func (p *PodWorkers) cleanupUnstartedPod(uid types.UID, status *podSyncStatus) {
-	p.cleanupPodUpdates(status)
 	status.finished = true
 	status.terminatedAt = p.clock.Now()
 	status.closeKills()
 	status.release()
 	p.releaseStatic(uid, status)
-	p.setIdle(status)
+	p.stopWorker(status)
 }
 
-// completeWork queues the pod's next sync and wakes the worker if another
-// update is pending.
-func (p *PodWorkers) completeWork(uid types.UID, transition bool, err error) {
+// completeWork queues the pod's next sync and reports whether another
+// update is pending for the worker; if none is, the worker stops.
+func (p *PodWorkers) completeWork(uid types.UID, lastSync time.Time, transition bool, err error) bool {
 	switch {
 	case transition:
 		p.queue.Enqueue(uid, 0)
@@ -756,16 +742,14 @@ func (p *PodWorkers) completeWork(uid types.UID, transition bool, err error) {
 	defer p.mu.Unlock()
 	status, ok := p.statuses[uid]
 	if !ok {
-		return
+		return false
 	}
+	status.lastSync = lastSync
 	if status.pendingUpdate != nil {
-		select {
-		case status.updates <- struct{}{}:
-		default:
-		}
-		return
+		return true
 	}
-	p.setIdle(status)
+	p.stopWorker(status)
+	return false
 }
 
 // requeueLastPodUpdate replays the last update if none is pending, so the
@@ -781,19 +765,7 @@ func (p *PodWorkers) requeueLastPodUpdate(uid types.UID, status *podSyncStatus) 
 	}
 	status.pendingUpdate = &copied
 	status.working = true
-	select {
-	case status.updates <- struct{}{}:
-	default:
-	}
-}
-
-// cleanupPodUpdates closes the worker's channel so it exits. p.mu must be
-// held.
-func (p *PodWorkers) cleanupPodUpdates(status *podSyncStatus) {
-	if status.updates != nil {
-		close(status.updates)
-		status.updates = nil
-	}
+	p.wake(uid, status)
 }
 
 // releaseStatic frees the full name a started static pod held. p.mu must be
@@ -808,6 +780,13 @@ func (p *PodWorkers) releaseStatic(uid types.UID, status *podSyncStatus) {
 func (p *PodWorkers) setIdle(status *podSyncStatus) {
 	status.working = false
 	p.idle.Broadcast()
+}
+
+// stopWorker records that the pod's worker exits: idle, with no goroutine.
+// p.mu must be held.
+func (p *PodWorkers) stopWorker(status *podSyncStatus) {
+	status.running = false
+	p.setIdle(status)
 }
 
 // SyncKnownPods reconciles the workers with desiredPods, the pods the
@@ -884,7 +863,6 @@ func (p *PodWorkers) removeTerminatedWorker(uid types.UID, status *podSyncStatus
 	}
 	status.closeKills()
 	status.release()
-	p.cleanupPodUpdates(status)
 	delete(p.statuses, uid)
 	p.releaseStatic(uid, status)
 	p.idle.Broadcast()

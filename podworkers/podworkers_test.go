@@ -639,8 +639,8 @@ func TestSyncKnownPods(t *testing.T) {
 		h.upd(newNamedPod(strconv.Itoa(i), "ns", "name", false))
 	}
 	p.WaitIdle()
-	if got := p.OpenWorkers(); got != n {
-		t.Fatalf("open workers %d, want %d", got, n)
+	if got, tracked := p.RunningWorkers(), p.Tracked(); got != 0 || tracked != n {
+		t.Fatalf("%d workers running for %d pods, want none: an idle pod holds no goroutine", got, tracked)
 	}
 	desired := map[types.UID]bool{"2": true, "14": true}
 	desiredPods := []*v1.Pod{newNamedPod("2", "ns", "name", false), newNamedPod("14", "ns", "name", false)}
@@ -684,8 +684,8 @@ func TestSyncKnownPods(t *testing.T) {
 	}
 
 	p.SyncKnownPods(desiredPods)
-	if got := p.OpenWorkers(); got != 2 {
-		t.Errorf("open workers %d, want 2", got)
+	if got := p.Tracked(); got != 2 {
+		t.Errorf("tracked %d, want the 2 desired pods", got)
 	}
 	if p.IsPodTerminationRequested("2") {
 		t.Error("a desired pod must not be terminated by SyncKnownPods")
@@ -714,7 +714,7 @@ func TestSyncKnownPods(t *testing.T) {
 		methodsEqual(t, string(uid), h.s.Methods(uid), []podworkerstest.Method{mSync, mTerminating, mTerminated})
 	}
 	p.SyncKnownPods(nil)
-	if got, open := p.Tracked(), p.OpenWorkers(); got != 0 || open != 0 {
-		t.Errorf("tracked %d, open %d, want all forgotten", got, open)
+	if got, running := p.Tracked(), p.RunningWorkers(); got != 0 || running != 0 {
+		t.Errorf("tracked %d, running %d, want all forgotten", got, running)
 	}
 }

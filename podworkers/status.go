@@ -14,11 +14,14 @@ type podSyncStatus struct {
 	cancel context.CancelFunc
 
 	fullname string
-	// updates signals the pod's worker that pendingUpdate is set; closed
-	// (and nil) once the worker must exit.
-	updates chan struct{}
+	// running is true while the pod has a worker goroutine; it has one
+	// only while it has work (see workerLoop).
+	running bool
 	// working is true while an update is pending or being synced.
 	working bool
+	// lastSync is when the last sync ended: the next acts only on runtime
+	// status newer than that.
+	lastSync time.Time
 	// pendingUpdate is the latest update not yet taken by the worker.
 	pendingUpdate *UpdatePodOptions
 	// activeUpdate accumulates what the worker acts on: the latest pod, the
