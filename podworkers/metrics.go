@@ -49,7 +49,7 @@ func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
 // observe records how long the update w took from its StartTime to the end
 // of its sync, as the kubelet's pod_worker_duration_seconds: by update type,
 // or "terminated" for the final cleanup.
-func (m *workerMetrics) observe(w work, now time.Time) {
+func (m *workerMetrics) observe(w *work, now time.Time) {
 	start := w.options.StartTime
 	if start.IsZero() {
 		return

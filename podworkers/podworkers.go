@@ -474,19 +474,19 @@ type work struct {
 
 // startPodSync takes the pending update of uid and decides whether the pod
 // may run; ok is false if there was nothing to do.
-func (p *PodWorkers) startPodSync(uid types.UID) (ctx context.Context, w work, canStart, canEverStart, ok bool) {
+func (p *PodWorkers) startPodSync(uid types.UID, w *work) (ctx context.Context, canStart, canEverStart, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
 	status, found := p.statuses[uid]
 	if p.stopped {
-		return nil, w, false, false, false
+		return nil, false, false, false
 	}
 	if !found || status.pendingUpdate == nil {
 		if found {
 			p.stopWorker(status)
 		}
-		return nil, w, false, false, false
+		return nil, false, false, false
 	}
 	w.state = status.WorkType()
 	w.options = *status.pendingUpdate
@@ -503,32 +503,32 @@ func (p *PodWorkers) startPodSync(uid types.UID) (ctx context.Context, w work, c
 
 	if status.IsStarted() {
 		status.mergeLastUpdate(w.options)
-		return ctx, w, true, true, true
+		return ctx, true, true, true
 	}
 	// An orphan being terminated "starts" straight into terminating.
 	if w.options.RunningPod != nil && w.state == StateTerminating {
 		status.mergeLastUpdate(w.options)
-		return ctx, w, true, true, true
+		return ctx, true, true, true
 	}
 	if w.options.Pod == nil {
 		// cannot happen: UpdatePod only accepts runtime pods with kill
 		status.mergeLastUpdate(w.options)
-		return ctx, w, false, false, true
+		return ctx, false, false, true
 	}
 	canStart, canEverStart = p.allowPodStart(w.options.Pod)
 	switch {
 	case !canEverStart:
 		p.cleanupUnstartedPod(uid, status)
-		return ctx, w, false, false, true
+		return ctx, false, false, true
 	case !canStart:
 		// keep the update for the next try (the pod was requeued)
 		status.pendingUpdate = &w.options
 		p.stopWorker(status)
-		return ctx, w, false, true, true
+		return ctx, false, true, true
 	}
 	status.startedAt = p.clock.Now()
 	status.mergeLastUpdate(w.options)
-	return ctx, w, true, true, true
+	return ctx, true, true, true
 }
 
 // workerLoop is the goroutine of one pod while it has work: it takes the
@@ -537,15 +537,18 @@ func (p *PodWorkers) startPodSync(uid types.UID) (ctx context.Context, w work, c
 // when root ends. An idle pod holds no goroutine.
 func (p *PodWorkers) workerLoop(root context.Context, uid types.UID) {
 	defer p.wg.Done()
+	// The worker's frames are kept small: a new goroutine's stack is 2 KB,
+	// and the deepest point of a round (the syncer's) should fit in it.
+	w := new(work)
 	for root.Err() == nil {
 		if p.beforeStart != nil {
 			p.beforeStart(uid)
 		}
-		ctx, w, canStart, canEverStart, ok := p.startPodSync(uid)
+		ctx, canStart, canEverStart, ok := p.startPodSync(uid, w)
 		if !ok || !canEverStart || !canStart {
 			return
 		}
-		if !p.work(root, ctx, uid, &w) {
+		if !p.work(root, ctx, uid, w) {
 			return
 		}
 	}
@@ -573,14 +576,12 @@ func (p *PodWorkers) work(root, ctx context.Context, uid types.UID, w *work) boo
 		return false
 	}
 	if p.metrics != nil {
-		p.metrics.observe(*w, lastSync)
+		p.metrics.observe(w, lastSync)
 	}
 	var transition bool
 	switch {
-	case errors.Is(err, context.Canceled):
-		p.log.V(2).Info("Pod sync cancelled", "podUID", uid, "state", w.state)
 	case err != nil:
-		p.log.Error(err, "Error syncing pod, will retry", "podUID", uid, "state", w.state)
+		p.logSyncError(err, uid, w.state)
 	case w.state == StateTerminated:
 		p.completeTerminated(uid)
 		return false
@@ -601,12 +602,23 @@ func (p *PodWorkers) work(root, ctx context.Context, uid types.UID, w *work) boo
 	return p.completeWork(uid, lastSync, transition, err)
 }
 
+// logSyncError logs a failed sync; out of line to keep the worker's frame
+// small.
+//
+//go:noinline
+func (p *PodWorkers) logSyncError(err error, uid types.UID, state State) {
+	if errors.Is(err, context.Canceled) {
+		p.log.V(2).Info("Pod sync cancelled", "podUID", uid, "state", state)
+		return
+	}
+	p.log.Error(err, "Error syncing pod, will retry", "podUID", uid, "state", state)
+}
+
 // sync calls the syncer method for w's state, turning a panic into an error.
 func (p *PodWorkers) sync(ctx context.Context, uid types.UID, w *work, status *runtime.PodStatus) (isTerminal bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.log.Error(fmt.Errorf("%v", r), "Pod syncer panicked", "podUID", uid, "state", w.state)
-			isTerminal, err = false, fmt.Errorf("%w: %v", ErrSyncerPanic, r)
+			isTerminal, err = false, p.syncPanicked(r, uid, w.state)
 		}
 	}()
 	switch w.state {
@@ -629,6 +641,16 @@ func (p *PodWorkers) sync(ctx context.Context, uid types.UID, w *work, status *r
 	default:
 		return p.syncer.SyncPod(ctx, w.options.UpdateType, w.options.Pod, w.options.MirrorPod, status)
 	}
+}
+
+// syncPanicked logs a syncer's panic and returns it as an error; out of
+// line, since the deferred function that calls it runs at the worker's
+// deepest point.
+//
+//go:noinline
+func (p *PodWorkers) syncPanicked(r any, uid types.UID, state State) error {
+	p.log.Error(fmt.Errorf("%v", r), "Pod syncer panicked", "podUID", uid, "state", state)
+	return fmt.Errorf("%w: %v", ErrSyncerPanic, r)
 }
 
 // acknowledgeTerminating records that the worker saw the termination (no
