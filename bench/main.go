@@ -1,7 +1,8 @@
-// Command bench runs the kubelet's PodConfig, GenericPLEG and pod workers
-// (k8s.io/kubernetes at the version go.mod pins) and nodekit's on the same
-// inputs, in interleaved rounds, and prints the medians and the ratios
-// nodekit/kubelet of time, bytes and allocations per operation as Markdown.
+// Command bench runs the kubelet's PodConfig, apiserver source, GenericPLEG
+// and pod workers (k8s.io/kubernetes at the version go.mod pins) and
+// nodekit's on the same inputs, in interleaved rounds, and prints the
+// medians and the ratios nodekit/kubelet of time, bytes and allocations
+// per operation as Markdown.
 //
 // Run it through run.sh, which passes the overlay that compiles the
 // kubelet's pod workers (see internal/kubeletpodworkers).
@@ -188,6 +189,7 @@ func figures() []figure {
 		{"podconfig/set", "PodConfig first SET (nodekit: pods shared)", kubeletSet, nodekitSet(false)},
 		{"podconfig/set-copy", "PodConfig first SET, nodekit with CopyPods (kubelet semantics)", kubeletSet, nodekitSet(true)},
 		{"podconfig/set-one-changed", "PodConfig SET, one pod changed", kubeletSetOneChanged, nodekitSetOneChanged},
+		{"apiserver/one-change", "apiserver source, one change", kubeletApiserverOneChange, nodekitApiserverOneChange},
 		{"pleg/first", "PLEG first relist (nodekit: default inspection)", kubeletRelistFirst, nodekitRelistFirst(0)},
 		{"pleg/first-serial", "PLEG first relist, nodekit serial inspection", kubeletRelistFirst, nodekitRelistFirst(1)},
 		{"pleg/steady", "PLEG steady relist", kubeletRelistSteady, nodekitRelistSteady},

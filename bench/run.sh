@@ -51,8 +51,8 @@ $begin
 bash bench/run.sh
 \`\`\`
 
-The kubelet's own PodConfig (pkg/kubelet/config), GenericPLEG
-(pkg/kubelet/pleg) and pod workers (pkg/kubelet/pod_workers.go) and
+The kubelet's own PodConfig and apiserver source (pkg/kubelet/config),
+GenericPLEG (pkg/kubelet/pleg) and pod workers (pkg/kubelet/pod_workers.go) and
 nodekit's, on the same inputs in the same process (module \`bench/\`),
 klog at -v=0. Machine: $(nproc) CPUs ($cpu), $(go env GOOS)/$(go env GOARCH), $(go version | awk '{print $3}'); $(date -u '+%Y-%m-%d %H:%M UTC'), nodekit at $(git rev-parse --short HEAD). A ratio under 1 means nodekit is cheaper.
 
