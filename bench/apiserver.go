@@ -278,16 +278,18 @@ func waitWatch(b *testing.B, side string, api *fakeAPI) {
 // and the mux's, which ends only when its channel is closed, which the
 // reflector may still send on) lives until the process exits. One side per
 // N is kept for the whole run, with its N pods, and reused by every
-// benchmark at that N instead of leaking one per benchmark.
+// benchmark at that N instead of leaking one per benchmark; the figure
+// lingers (see figure.lingers), so it runs after every other figure.
 type kubeletAPISide struct {
 	api *fakeAPI
 	c   *kconfig.PodConfig
 }
 
-var kubeletAPISides = map[int]*kubeletAPISide{}
+// kubeletAPISides holds the kubelet side of each N.
+type kubeletAPISides map[int]*kubeletAPISide
 
-func kubeletAPISideFor(b *testing.B, n int) *kubeletAPISide {
-	if s := kubeletAPISides[n]; s != nil {
+func (sides kubeletAPISides) get(b *testing.B, n int) *kubeletAPISide {
+	if s := sides[n]; s != nil {
 		return s
 	}
 	api := newFakeAPI(n)
@@ -308,24 +310,28 @@ func kubeletAPISideFor(b *testing.B, n int) *kubeletAPISide {
 	}
 	waitWatch(b, "kubelet", api)
 	s := &kubeletAPISide{api: api, c: c}
-	kubeletAPISides[n] = s
+	sides[n] = s
 	return s
 }
 
-func kubeletApiserverOneChange(n int) func(b *testing.B) {
-	return func(b *testing.B) {
-		m := newMeter(b)
-		defer m.done()
-		s := kubeletAPISideFor(b, n)
-		m.reset()
-		for i := 0; i < b.N; i++ {
-			m.stop()
-			frame, uid, image := s.api.modified(n / 2)
-			runtime.GC()
-			m.start()
-			s.api.events <- frame
-			if u := <-s.c.Updates(); u.Op != kubetypes.UPDATE || len(u.Pods) != 1 || u.Pods[0].UID != uid || u.Pods[0].Spec.Containers[0].Image != image {
-				b.Fatalf("kubelet: got %v with %d pods, want the UPDATE of %s to %s", u.Op, len(u.Pods), uid, image)
+// kubeletApiserverOneChange measures the kubelet's side, reusing sides'
+// source of each N.
+func kubeletApiserverOneChange(sides kubeletAPISides) func(n int) func(b *testing.B) {
+	return func(n int) func(b *testing.B) {
+		return func(b *testing.B) {
+			m := newMeter(b)
+			defer m.done()
+			s := sides.get(b, n)
+			m.reset()
+			for i := 0; i < b.N; i++ {
+				m.stop()
+				frame, uid, image := s.api.modified(n / 2)
+				runtime.GC()
+				m.start()
+				s.api.events <- frame
+				if u := <-s.c.Updates(); u.Op != kubetypes.UPDATE || len(u.Pods) != 1 || u.Pods[0].UID != uid || u.Pods[0].Spec.Containers[0].Image != image {
+					b.Fatalf("kubelet: got %v with %d pods, want the UPDATE of %s to %s", u.Op, len(u.Pods), uid, image)
+				}
 			}
 		}
 	}
