@@ -60,9 +60,9 @@ type Container struct {
 	Hash  uint64
 	State ContainerState
 	// SandboxID is, for a container, the ID of the sandbox it runs in;
-	// Attempt and CreatedAt (Unix nanoseconds) are, for a sandbox, its
-	// creation attempt and time. Runtimes that list them let an inspection
-	// start from the listing (see ListedPodInspector).
+	// Attempt and CreatedAt (Unix nanoseconds) are the creation attempt (a
+	// container's restart count) and time. Runtimes that list them let an
+	// inspection start from the listing (see ListedPodInspector).
 	SandboxID string
 	Attempt   uint32
 	CreatedAt int64

@@ -123,6 +123,9 @@ type Manager struct {
 	killedMu sync.Mutex
 	killed   map[types.UID]struct{}
 
+	// memo keeps the statuses that no longer change (see statusMemo).
+	memo *statusMemo
+
 	podCgroups atomic.Pointer[PodCgroups]
 	// creating counts sandboxes being made per pod (see sweepPodCgroups).
 	creatingMu sync.Mutex
@@ -142,7 +145,7 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 	if err := setDefaults(&c); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: c, clock: c.Clock, log: c.Log, killed: map[types.UID]struct{}{}}
+	m := &Manager{cfg: c, clock: c.Clock, log: c.Log, killed: map[types.UID]struct{}{}, memo: newStatusMemo()}
 	if c.PodCgroups != nil {
 		m.SetPodCgroups(c.PodCgroups)
 	}

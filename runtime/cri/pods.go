@@ -53,6 +53,9 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 	if err != nil {
 		return nil, wrapErr("ListContainers", err)
 	}
+	if all {
+		m.memo.listed(sbs.Items, cs.Containers)
+	}
 	pods := make(map[types.UID]*runtime.Pod)
 	get := func(labels map[string]string) *runtime.Pod {
 		uid := types.UID(labels[LabelPodUID])
@@ -81,15 +84,7 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 		if p == nil {
 			continue
 		}
-		ci := readContainerInfo(c.Labels, c.Annotations)
-		name := ci.name
-		if name == "" {
-			name = c.GetMetadata().GetName()
-		}
-		p.Containers = append(p.Containers, &runtime.Container{
-			ID: m.id(c.Id), Name: name, Image: c.GetImage().GetImage(), ImageID: c.ImageRef,
-			Hash: ci.hash, State: containerState(c.State), SandboxID: c.PodSandboxId,
-		})
+		p.Containers = append(p.Containers, m.listedContainer(c))
 	}
 	out := make([]*runtime.Pod, 0, len(pods))
 	for _, p := range pods {
@@ -107,6 +102,29 @@ func (m *Manager) listedSandbox(sb *runtimeapi.PodSandbox) *runtime.Container {
 		state = runtime.ContainerStateRunning
 	}
 	return &runtime.Container{ID: m.id(sb.Id), State: state, Attempt: sb.GetMetadata().GetAttempt(), CreatedAt: sb.CreatedAt}
+}
+
+// listedContainer is a listed container as a runtime.Container.
+func (m *Manager) listedContainer(c *runtimeapi.Container) *runtime.Container {
+	ci := readContainerInfo(c.Labels, c.Annotations)
+	name := ci.name
+	if name == "" {
+		name = c.GetMetadata().GetName()
+	}
+	return &runtime.Container{
+		ID: m.id(c.Id), Name: name, Image: c.GetImage().GetImage(), ImageID: c.ImageRef,
+		Hash: ci.hash, State: containerState(c.State), SandboxID: c.PodSandboxId,
+		Attempt: uint32(ci.restartCount), CreatedAt: c.CreatedAt,
+	}
+}
+
+// createdStatus is the status of a container listed as created (not yet
+// started): all a ContainerStatus call would say, the listing said.
+func createdStatus(c *runtime.Container) *runtime.ContainerStatus {
+	return &runtime.ContainerStatus{
+		ID: c.ID, Name: c.Name, State: runtime.ContainerStateCreated, CreatedAt: unixTime(c.CreatedAt),
+		Image: c.Image, ImageID: c.ImageID, Hash: c.Hash, RestartCount: int(c.Attempt),
+	}
 }
 
 // GetPodStatus inspects one pod: its sandboxes newest first (the newest
@@ -130,7 +148,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 		pod.Sandboxes = append(pod.Sandboxes, m.listedSandbox(sb))
 	}
 	for _, c := range cs.Containers {
-		pod.Containers = append(pod.Containers, &runtime.Container{ID: m.id(c.Id), SandboxID: c.PodSandboxId})
+		pod.Containers = append(pod.Containers, m.listedContainer(c))
 	}
 	return m.inspect(ctx, pod, now)
 }
@@ -168,46 +186,76 @@ func (m *Manager) inspect(ctx context.Context, pod *runtime.Pod, now time.Time) 
 			ss.State = runtime.SandboxStateReady
 		}
 		if i == 0 {
-			resp, err := m.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.ID.ID})
-			switch {
-			case err == nil:
-				s := resp.GetStatus()
-				if err := verifySandboxStatus(s); err != nil {
-					return nil, fmt.Errorf("cri: PodSandboxStatus of %q: %w", sb.ID.ID, err)
+			ready := ss.State == runtime.SandboxStateReady
+			e, ok := m.memo.sandbox(sb.ID.ID, ready)
+			if !ok {
+				var err error
+				if e, ok, err = m.sandboxStatus(ctx, sb.ID.ID, ready); err != nil {
+					return nil, err
 				}
-				ss.HostNetwork = s.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
-				if ip := s.GetNetwork().GetIp(); ip != "" && ss.State == runtime.SandboxStateReady && !ss.HostNetwork {
-					ss.IPs = append(ss.IPs, ip)
-					for _, a := range s.GetNetwork().GetAdditionalIps() {
-						ss.IPs = append(ss.IPs, a.Ip)
-					}
+			}
+			if ok {
+				ss.HostNetwork = e.hostNetwork
+				if ready && !e.hostNetwork {
+					ss.IPs = slices.Clone(e.ips)
 				}
-			case errors.Is(wrapErr("", err), runtime.ErrNotFound):
-				// Removed since the list; keep what the list said.
-			default:
-				return nil, wrapErr("PodSandboxStatus", err)
 			}
 			st.IPs = ss.IPs
 		}
 		st.SandboxStatuses = append(st.SandboxStatuses, ss)
 	}
 	for _, c := range pod.Containers {
-		resp, err := m.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.ID.ID})
-		if err != nil {
-			if errors.Is(wrapErr("", err), runtime.ErrNotFound) {
-				continue // removed since the list
+		cs, ok := m.memo.container(c.ID.ID, c.State)
+		if !ok && c.State == runtime.ContainerStateCreated {
+			cs, ok = createdStatus(c), true
+		}
+		if !ok {
+			resp, err := m.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.ID.ID})
+			if err != nil {
+				if errors.Is(wrapErr("", err), runtime.ErrNotFound) {
+					continue // removed since the list
+				}
+				return nil, wrapErr("ContainerStatus", err)
 			}
-			return nil, wrapErr("ContainerStatus", err)
+			if err := verifyContainerStatus(resp.GetStatus()); err != nil {
+				return nil, fmt.Errorf("cri: ContainerStatus of %q: %w", c.ID.ID, err)
+			}
+			cs = m.containerStatus(resp.GetStatus())
+			m.memo.putContainer(c.ID.ID, c.State, cs)
 		}
-		if err := verifyContainerStatus(resp.GetStatus()); err != nil {
-			return nil, fmt.Errorf("cri: ContainerStatus of %q: %w", c.ID.ID, err)
-		}
-		cs := m.containerStatus(resp.GetStatus())
 		cs.SandboxID = c.SandboxID
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
 	sortNewestFirst(st.ContainerStatuses)
 	return st, nil
+}
+
+// sandboxStatus asks for sandbox id's network and namespaces, listed ready
+// or not, and remembers them; ok is false if the sandbox is gone since the
+// listing.
+func (m *Manager) sandboxStatus(ctx context.Context, id string, ready bool) (e memoSandbox, ok bool, err error) {
+	resp, err := m.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	switch {
+	case err == nil:
+	case errors.Is(wrapErr("", err), runtime.ErrNotFound):
+		return e, false, nil // removed since the list; keep what the list said
+	default:
+		return e, false, wrapErr("PodSandboxStatus", err)
+	}
+	s := resp.GetStatus()
+	if err := verifySandboxStatus(s); err != nil {
+		return e, false, fmt.Errorf("cri: PodSandboxStatus of %q: %w", id, err)
+	}
+	e.ready = ready
+	e.hostNetwork = s.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
+	if ip := s.GetNetwork().GetIp(); ip != "" {
+		e.ips = append(e.ips, ip)
+		for _, a := range s.GetNetwork().GetAdditionalIps() {
+			e.ips = append(e.ips, a.Ip)
+		}
+	}
+	m.memo.putSandbox(id, e)
+	return e, true, nil
 }
 
 func sortNewestFirst(cs []*runtime.ContainerStatus) {

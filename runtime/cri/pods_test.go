@@ -1,6 +1,7 @@
 package cri_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -195,15 +196,122 @@ func TestGetPodStatusListedMatchesGetPodStatus(t *testing.T) {
 	e.srv.ResetCalls()
 	want, err := e.m.GetPodStatus(e.ctx, pod.UID, pod.Name, pod.Namespace)
 	require.NoError(t, err)
-	full := e.srv.TotalCalls()
 	e.srv.ResetCalls()
 	got, err := e.m.GetPodStatusListed(e.ctx, listed)
 	require.NoError(t, err)
-	require.Equal(t, full-2, e.srv.TotalCalls(), "no ListPodSandbox or ListContainers: %v", e.srv.CallCounts())
+	calls := e.srv.CallCounts()
+	require.Zero(t, calls["ListPodSandbox"]+calls["ListContainers"], "no listing: %v", calls)
 	require.Len(t, got.SandboxStatuses, 2)
 	require.Equal(t, uint32(1), got.SandboxStatuses[0].Attempt, "newest sandbox first")
 	require.Equal(t, want, got)
 
 	_, err = e.m.GetPodStatusListed(e.ctx, nil)
 	require.ErrorIs(t, err, runtime.ErrInvalidConfig)
+}
+
+// An inspection asks the runtime only for what may have changed: the
+// status of a container listed running or exited, and of a sandbox listed
+// as before, is what the runtime said the first time.
+func TestInspectionAsksOnlyForWhatChanged(t *testing.T) {
+	e := newFakeEnv(t)
+	pod := newPod("memo", "busybox:1", twoContainers)
+	require.NoError(t, e.sync(t, pod, nil).Error())
+	inspect := func() (*runtime.PodStatus, map[string]int) {
+		t.Helper()
+		pods, err := e.m.GetPods(e.ctx, true)
+		require.NoError(t, err)
+		e.srv.ResetCalls()
+		for _, p := range pods {
+			if p.ID == pod.UID {
+				st, err := e.m.GetPodStatusListed(e.ctx, p)
+				require.NoError(t, err)
+				return st, e.srv.CallCounts()
+			}
+		}
+		t.Fatal("pod not listed")
+		return nil, nil
+	}
+
+	first, calls := inspect()
+	require.Equal(t, map[string]int{"PodSandboxStatus": 1, "ContainerStatus": 2}, calls, "a first inspection asks for everything")
+	require.NotEmpty(t, first.IPs)
+
+	again, calls := inspect()
+	require.Empty(t, calls, "nothing changed: nothing asked")
+	require.Equal(t, first, again)
+	again.ContainerStatuses[0].Message = "changed by a consumer"
+	third, _ := inspect()
+	require.Equal(t, first, third, "each inspection gets its own copies")
+
+	var exited runtime.ContainerID
+	for _, c := range first.ContainerStatuses {
+		if c.Name == "side" {
+			exited = c.ID
+		}
+	}
+	require.NoError(t, e.srv.Exit(exited.ID, 3))
+	after, calls := inspect()
+	require.Equal(t, map[string]int{"ContainerStatus": 1}, calls, "only the container that exited")
+	for _, c := range after.ContainerStatuses {
+		if c.ID == exited {
+			require.Equal(t, runtime.ContainerStateExited, c.State)
+			require.Equal(t, 3, c.ExitCode)
+		}
+	}
+	require.Equal(t, first.IPs, after.IPs)
+	_, calls = inspect()
+	require.Empty(t, calls)
+
+	// GetPodStatus lists, then asks only for what changed too.
+	e.srv.ResetCalls()
+	full := e.status(t, pod)
+	require.Equal(t, map[string]int{"ListPodSandbox": 1, "ListContainers": 1}, e.srv.CallCounts())
+	require.Equal(t, after, full)
+}
+
+// A container listed as created (not yet started) gets its status from the
+// listing: a ContainerStatus call would say nothing more.
+func TestCreatedContainerStatusComesFromTheListing(t *testing.T) {
+	e := newFakeEnv(t)
+	pod := newPod("created", "busybox:1")
+	e.srv.SetLatency("StartContainer", time.Minute) // held created until the test ends
+	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(e.ctx)
+	go func() {
+		defer close(done)
+		_ = e.m.SyncPod(ctx, pod, &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}, nil, nil)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	var listed *runtime.Pod
+	require.Eventually(t, func() bool {
+		pods, err := e.m.GetPods(e.ctx, true)
+		require.NoError(t, err)
+		for _, p := range pods {
+			if p.ID == pod.UID && len(p.Containers) == 1 && p.Containers[0].State == runtime.ContainerStateCreated {
+				listed = p
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond)
+
+	e.srv.ResetCalls()
+	st, err := e.m.GetPodStatusListed(e.ctx, listed)
+	require.NoError(t, err)
+	require.Zero(t, e.srv.CallCounts()["ContainerStatus"])
+	require.Len(t, st.ContainerStatuses, 1)
+	got := st.ContainerStatuses[0]
+
+	resp, err := e.srv.Runtime.ContainerStatus(e.ctx, listed.Containers[0].ID.ID, false)
+	require.NoError(t, err)
+	s := resp.GetStatus()
+	require.Equal(t, runtime.ContainerStateCreated, got.State)
+	require.Equal(t, "main", got.Name)
+	require.Equal(t, time.Unix(0, s.CreatedAt), got.CreatedAt)
+	require.Equal(t, s.GetImage().GetImage(), got.Image)
+	require.Equal(t, s.ImageRef, got.ImageID)
+	require.Equal(t, 0, got.RestartCount)
+	require.NotZero(t, got.Hash)
+	require.Equal(t, listed.Containers[0].SandboxID, got.SandboxID)
 }

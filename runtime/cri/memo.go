@@ -1,0 +1,130 @@
+package cri
+
+import (
+	"sync"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// statusMemo remembers what the runtime said of containers and sandboxes in
+// a state whose status no longer changes while the runtime lists them in
+// it: a running container (its start time, image and hash are fixed), an
+// exited one (its exit code, reason, message and finish time too), and a
+// sandbox (its network and namespaces are set when it is made). An
+// inspection then asks only for what changed since the last one: a relist
+// that sees a pod's new container start asks for that container's status,
+// not again for its sandbox's and every other container's. The kubelet asks
+// for all of them at every inspection; the statuses are the same.
+//
+// A created or unknown container is always asked for. Entries of what a
+// full listing (GetPods(ctx, true)) no longer shows are dropped.
+type statusMemo struct {
+	mu         sync.Mutex
+	gen        uint64 // the full listings seen
+	containers map[string]memoContainer
+	sandboxes  map[string]memoSandbox
+}
+
+type memoContainer struct {
+	state  runtime.ContainerState // as listed when the status was asked for
+	status runtime.ContainerStatus
+	seen   uint64
+}
+
+type memoSandbox struct {
+	ready       bool // as listed when the status was asked for
+	hostNetwork bool
+	ips         []string
+	seen        uint64
+}
+
+func newStatusMemo() *statusMemo {
+	return &statusMemo{containers: map[string]memoContainer{}, sandboxes: map[string]memoSandbox{}}
+}
+
+// settled reports whether a container listed in state keeps its status.
+func settled(state runtime.ContainerState) bool {
+	return state == runtime.ContainerStateRunning || state == runtime.ContainerStateExited
+}
+
+// container returns a copy of the status of container id if it was asked
+// for while listed in state, which is settled.
+func (m *statusMemo) container(id string, state runtime.ContainerState) (*runtime.ContainerStatus, bool) {
+	if !settled(state) {
+		return nil, false
+	}
+	m.mu.Lock()
+	e, ok := m.containers[id]
+	m.mu.Unlock()
+	if !ok || e.state != state {
+		return nil, false
+	}
+	cs := e.status
+	return &cs, true
+}
+
+// putContainer remembers status, asked for while the container was listed
+// in state.
+func (m *statusMemo) putContainer(id string, state runtime.ContainerState, status *runtime.ContainerStatus) {
+	if !settled(state) || status.State != state {
+		return // the runtime moved on since the listing: ask again next time
+	}
+	m.mu.Lock()
+	m.containers[id] = memoContainer{state: state, status: *status, seen: m.gen}
+	m.mu.Unlock()
+}
+
+// sandbox returns what sandbox id's status said, if it was asked for while
+// the sandbox was listed as ready (or not) as now.
+func (m *statusMemo) sandbox(id string, ready bool) (memoSandbox, bool) {
+	m.mu.Lock()
+	e, ok := m.sandboxes[id]
+	m.mu.Unlock()
+	return e, ok && e.ready == ready
+}
+
+func (m *statusMemo) putSandbox(id string, e memoSandbox) {
+	m.mu.Lock()
+	e.seen = m.gen
+	m.sandboxes[id] = e
+	m.mu.Unlock()
+}
+
+// listed drops the entries of whatever a full listing no longer shows.
+func (m *statusMemo) listed(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gen++
+	kept := 0
+	for _, sb := range sbs {
+		if e, ok := m.sandboxes[sb.Id]; ok {
+			e.seen = m.gen
+			m.sandboxes[sb.Id] = e
+			kept++
+		}
+	}
+	if kept < len(m.sandboxes) {
+		for id, e := range m.sandboxes {
+			if e.seen != m.gen {
+				delete(m.sandboxes, id)
+			}
+		}
+	}
+	kept = 0
+	for _, c := range cs {
+		if e, ok := m.containers[c.Id]; ok {
+			e.seen = m.gen
+			m.containers[c.Id] = e
+			kept++
+		}
+	}
+	if kept < len(m.containers) {
+		for id, e := range m.containers {
+			if e.seen != m.gen {
+				delete(m.containers, id)
+			}
+		}
+	}
+}
