@@ -55,6 +55,10 @@ The kubelet's own PodConfig and apiserver source (pkg/kubelet/config),
 GenericPLEG (pkg/kubelet/pleg) and pod workers (pkg/kubelet/pod_workers.go) and
 nodekit's, on the same inputs in the same process (module \`bench/\`),
 klog at -v=0. Machine: $(nproc) CPUs ($cpu), $(go env GOOS)/$(go env GOARCH), $(go version | awk '{print $3}'); $(date -u '+%Y-%m-%d %H:%M UTC'), nodekit at $(git rev-parse --short HEAD). A ratio under 1 means nodekit is cheaper.
+The CopyPods row is for reference: nodekit hands out the stored pods and no
+nodekit component modifies them (podconfig's ownership contract, enforced
+by agent's TestPodsAreNeverModified under -race), so an agent needs no
+copies; a program that modifies the pods it receives sets CopyPods.
 
 $out
 $end
