@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"iter"
 	"sync"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -97,34 +98,49 @@ func (m *statusMemo) listed(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Conta
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.gen++
+	keepListed(m.sandboxes, m.gen, func(yield func(string) bool) {
+		for _, sb := range sbs {
+			if !yield(sb.Id) {
+				return
+			}
+		}
+	})
+	keepListed(m.containers, m.gen, func(yield func(string) bool) {
+		for _, c := range cs {
+			if !yield(c.Id) {
+				return
+			}
+		}
+	})
+}
+
+// memoEntry is an entry that records the listing that last showed it.
+type memoEntry[E any] interface {
+	seenAt() uint64
+	marked(gen uint64) E
+}
+
+func (e memoContainer) seenAt() uint64                  { return e.seen }
+func (e memoContainer) marked(gen uint64) memoContainer { e.seen = gen; return e }
+func (e memoSandbox) seenAt() uint64                    { return e.seen }
+func (e memoSandbox) marked(gen uint64) memoSandbox     { e.seen = gen; return e }
+
+// keepListed marks the entries of the listed IDs as seen by listing gen and
+// drops the others; it walks the map only if there is something to drop.
+func keepListed[E memoEntry[E]](entries map[string]E, gen uint64, listed iter.Seq[string]) {
 	kept := 0
-	for _, sb := range sbs {
-		if e, ok := m.sandboxes[sb.Id]; ok {
-			e.seen = m.gen
-			m.sandboxes[sb.Id] = e
+	for id := range listed {
+		if e, ok := entries[id]; ok {
+			entries[id] = e.marked(gen)
 			kept++
 		}
 	}
-	if kept < len(m.sandboxes) {
-		for id, e := range m.sandboxes {
-			if e.seen != m.gen {
-				delete(m.sandboxes, id)
-			}
-		}
+	if kept == len(entries) {
+		return
 	}
-	kept = 0
-	for _, c := range cs {
-		if e, ok := m.containers[c.Id]; ok {
-			e.seen = m.gen
-			m.containers[c.Id] = e
-			kept++
-		}
-	}
-	if kept < len(m.containers) {
-		for id, e := range m.containers {
-			if e.seen != m.gen {
-				delete(m.containers, id)
-			}
+	for id, e := range entries {
+		if e.seenAt() != gen {
+			delete(entries, id)
 		}
 	}
 }
