@@ -130,6 +130,14 @@ func nodekitSetOneChanged(n int) func(b *testing.B) {
 		ch := c.Channel(ctx, kubetypes.ApiserverSource)
 		ch <- podconfig.PodUpdate{Op: podconfig.SET, Pods: workloadPods(n, -1, "")}
 		<-c.Updates()
+		// One unchanged SET takes the stored pods' fingerprints (at their
+		// first comparison), so that the timed SETs are the steady state, as
+		// the kubelet's are from the start; Sync waits for it.
+		ch <- podconfig.PodUpdate{Op: podconfig.SET, Pods: workloadPods(n, -1, "")}
+		if err := c.Sync(ctx); err != nil {
+			b.Fatal(err)
+		}
+		<-c.Updates()
 		m.reset()
 		for i := 0; i < b.N; i++ {
 			m.stop()
