@@ -567,16 +567,17 @@ func (p *PodWorkers) work(root, ctx context.Context, uid types.UID, w *work) boo
 		}
 	}
 	var isTerminal bool
+	lastSync := w.lastSync // unchanged unless a sync ran
 	if err == nil {
 		isTerminal, err = p.sync(ctx, uid, w, status)
+		lastSync = p.clock.Now()
 	}
-	lastSync := p.clock.Now()
 
 	if root.Err() != nil {
 		return false
 	}
 	if p.metrics != nil {
-		p.metrics.observe(w, lastSync)
+		p.metrics.observe(w, p.clock.Now())
 	}
 	var transition bool
 	switch {
