@@ -76,6 +76,10 @@ type PressureSource interface {
 // status is sent as the setters left it.
 type Setter func(ctx context.Context, status *v1.NodeStatus) error
 
+// NoKubeletPort, as Config.KubeletPort, makes the Node report port 0: no
+// kubelet endpoint.
+const NoKubeletPort int32 = -1
+
 // Config configures a Controller. NodeName and Nodes are required; every
 // other field has the default its comment gives.
 type Config struct {
@@ -128,7 +132,9 @@ type Config struct {
 	// address. Default NodeName (the kubelet's default when the node name
 	// is the host's), so that many nodes in one process stay apart.
 	Hostname string
-	// KubeletPort is daemonEndpoints.kubeletEndpoint.port. Default 10250.
+	// KubeletPort is daemonEndpoints.kubeletEndpoint.port. Default 10250;
+	// NoKubeletPort reports 0, for an agent that serves no API (the
+	// apiserver then has no endpoint to ask for logs or exec).
 	KubeletPort int32
 	// KubeletVersion is nodeInfo.kubeletVersion. Optional.
 	KubeletVersion string
@@ -189,7 +195,7 @@ func (c *Config) setDefaults() error {
 	if c.MaxPods < 0 {
 		return fmt.Errorf("negative MaxPods %d: %w", c.MaxPods, ErrInvalidConfig)
 	}
-	if c.KubeletPort < 0 {
+	if c.KubeletPort < 0 && c.KubeletPort != NoKubeletPort {
 		return fmt.Errorf("negative KubeletPort %d: %w", c.KubeletPort, ErrInvalidConfig)
 	}
 	for _, d := range []time.Duration{c.UpdateFrequency, c.ReportFrequency, c.LeaseDuration, c.RenewInterval, c.RequestTimeout} {
@@ -224,8 +230,11 @@ func (c *Config) setDefaults() error {
 	if c.MaxPods == 0 {
 		c.MaxPods = 110
 	}
-	if c.KubeletPort == 0 {
+	switch c.KubeletPort {
+	case 0:
 		c.KubeletPort = 10250
+	case NoKubeletPort:
+		c.KubeletPort = 0
 	}
 	if c.MaxImages == 0 {
 		c.MaxImages = 50

@@ -623,6 +623,7 @@ func TestBadConfig(t *testing.T) {
 		{"negative allocatable", func(c *node.Config) { c.Allocatable = v1.ResourceList{v1.ResourceMemory: resource.MustParse("-1Gi")} }, "negative memory"},
 		{"allocatable above capacity", func(c *node.Config) { c.Allocatable = v1.ResourceList{v1.ResourceCPU: resource.MustParse("5")} }, "above capacity"},
 		{"negative MaxPods", func(c *node.Config) { c.MaxPods = -1 }, "negative MaxPods"},
+		{"negative KubeletPort other than NoKubeletPort", func(c *node.Config) { c.KubeletPort = -2 }, "negative KubeletPort"},
 		{"invalid label", func(c *node.Config) { c.Labels = map[string]string{"a b": "c"} }, "label a b=c"},
 		{"hostname not a label value", func(c *node.Config) { c.Hostname = "a b" }, `Hostname "a b"`},
 		{"health check without func", func(c *node.Config) { c.HealthChecks = []node.HealthCheck{{Name: "x"}} }, "health check"},
@@ -677,4 +678,23 @@ func TestNotReadyAtStartTurnsReadyQuickly(t *testing.T) {
 		advance(time.Hour + time.Second) // reports every 5m, counted from the Ready update
 		assert.Equal(t, 12, statusUpdates(api), "back to the usual rhythm once Ready")
 	})
+}
+
+func TestKubeletEndpointPort(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		port int32
+		want int32
+	}{
+		{"unset is the kubelet's 10250", 0, 10250},
+		{"a port is reported as set", 10260, 10260},
+		{"NoKubeletPort reports no endpoint", node.NoKubeletPort, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := start(t, nodetest.New(), func(c *node.Config) { c.KubeletPort = tc.port })
+				assert.Equal(t, tc.want, e.node().Status.DaemonEndpoints.KubeletEndpoint.Port)
+			})
+		})
+	}
 }

@@ -19,7 +19,8 @@
 // endpoints as the standalone agent does; both programs define these flags
 // in examples/internal/nodeflags), plus the kubelet's -node-labels,
 // -register-with-taints and -node-ip. `kubectl get nodes` shows the node
-// Ready within seconds; the Node's daemonEndpoints carry -port, and the
+// Ready within seconds; the Node's daemonEndpoints carry -port (0, no
+// endpoint, when -port 0 turns the API off), and the
 // agent's events (admission, probes, volumes, env, pull secrets, DNS and
 // cgroups) go to the apiserver as Events from component "kubelet" on this
 // host, as `kubectl describe pod` shows them. With -cri the CRI calls are

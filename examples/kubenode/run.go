@@ -280,7 +280,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			Labels:         o.labels,
 			Taints:         o.taints,
 			KubeletVersion: kubeletVersion,
-			KubeletPort:    o.serve.Port(),
+			KubeletPort:    kubeletPort(o.serve.Port()),
 		},
 		Recorder:        rec,
 		Log:             log.WithName("agent"),
@@ -336,4 +336,13 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, reg pr
 		return nil, nil, err
 	}
 	return m, func() { m.Close(); stopSources() }, nil
+}
+
+// kubeletPort is the port the Node reports for -port: none when -port 0
+// turns the agent's API off.
+func kubeletPort(port int32) int32 {
+	if port == 0 {
+		return node.NoKubeletPort
+	}
+	return port
 }
