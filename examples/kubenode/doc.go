@@ -20,9 +20,9 @@
 // in examples/internal/nodeflags), plus the kubelet's -node-labels,
 // -register-with-taints and -node-ip. `kubectl get nodes` shows the node
 // Ready within seconds; the Node's daemonEndpoints carry -port (0, no
-// endpoint, when -port 0 turns the API off), and the
-// agent's events (admission, probes, volumes, env, pull secrets, DNS and
-// cgroups) go to the apiserver as Events from component "kubelet" on this
+// endpoint, when -port 0 turns the API off), and the agent's events
+// (admission, probes, volumes, env, pull secrets, DNS and cgroups) go to
+// the apiserver as Events from component "kubelet" on this
 // host, as `kubectl describe pod` shows them. With -cri the CRI calls are
 // counted in the gRPC client metrics on /metrics. SIGINT or SIGTERM stops it; its pods are left as
 // they are, as when the kubelet stops, and the node controller marks the
