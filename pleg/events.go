@@ -30,6 +30,7 @@ func stateOf(s runtime.ContainerState) plegState {
 
 // podRecord is what the PLEG remembers of one pod between relists.
 type podRecord struct {
+	uid types.UID
 	// old holds the IDs and states of the pod's containers, then its
 	// sandboxes, as of the last relist that acted on the pod; nContainers
 	// splits the two. It is a copy, so that the PLEG keeps neither the

@@ -56,6 +56,8 @@ type GenericPLEG struct {
 	records  map[types.UID]*podRecord
 	// reinspect holds the pods whose inspection failed in the last relist.
 	reinspect map[types.UID]struct{}
+	// order holds the record of each pod of the last listing, by index.
+	order []*podRecord
 	// items and buf are reused from relist to relist.
 	items []item
 	buf   []PodLifecycleEvent
@@ -272,22 +274,42 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 		g.buf = make([]PodLifecycleEvent, 0, n)
 	}
 	matched := 0
-	for _, pod := range pods {
+	// A runtime lists its pods in the same order from relist to relist
+	// (runtime/cri sorts them): a pod found where the last listing had it
+	// needs no map lookup, and the records are read in order. order[i] is
+	// the record of the last listing's pods[i]; it is rewritten in place,
+	// each entry after it was read.
+	prev := g.order
+	if cap(prev) < len(pods) {
+		g.order = make([]*podRecord, 0, len(pods))
+	} else {
+		g.order = prev[:0]
+	}
+	for i, pod := range pods {
 		if pod == nil {
+			g.order = append(g.order, nil)
 			continue
 		}
-		rec := g.records[pod.ID]
+		var rec *podRecord
+		if i < len(prev) && prev[i] != nil && prev[i].uid == pod.ID {
+			rec = prev[i]
+		} else {
+			rec = g.records[pod.ID]
+		}
 		if rec == nil {
 			if len(slab) > 0 {
 				rec, slab = &slab[0], slab[1:]
 			} else {
 				rec = &podRecord{}
 			}
+			rec.uid = pod.ID
 			g.records[pod.ID] = rec
 		} else if rec.seen == gen {
 			g.log.Error(nil, "Runtime listed a pod twice; ignoring the second", "podUID", pod.ID)
+			g.order = append(g.order, nil)
 			continue
 		}
+		g.order = append(g.order, rec)
 		rec.seen = gen
 		matched++
 		g.collect(pod.ID, rec, pod)

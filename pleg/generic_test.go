@@ -75,6 +75,37 @@ func TestRelisting(t *testing.T) {
 	}})
 }
 
+// A relist finds a pod's record where the last listing had it, or by UID
+// when the listing moved: reorders, insertions, removals and duplicates
+// give the same events as a listing in a stable order.
+func TestRelistFollowsPodsThroughReorderedListings(t *testing.T) {
+	runSteps(t, newTestPLEG(t, nil), []relistStep{{
+		name: "first relist",
+		pods: []*runtime.Pod{pod("a", ctr("a1", cRunning)), pod("b", ctr("b1", cRunning)), pod("c", ctr("c1", cRunning))},
+		want: []PodLifecycleEvent{ev("a", ContainerStarted, "a1"), ev("b", ContainerStarted, "b1"), ev("c", ContainerStarted, "c1")},
+	}, {
+		name: "the same pods in another order send nothing",
+		pods: []*runtime.Pod{pod("c", ctr("c1", cRunning)), pod("a", ctr("a1", cRunning)), pod("b", ctr("b1", cRunning))},
+	}, {
+		name: "a pod inserted first and one removed shift the rest",
+		pods: []*runtime.Pod{pod("x", ctr("x1", cRunning)), pod("c", ctr("c1", cRunning)), pod("b", ctr("b1", cExited))},
+		want: []PodLifecycleEvent{
+			ev("x", ContainerStarted, "x1"), ev("b", ContainerDied, "b1"),
+			ev("a", ContainerDied, "a1"), ev("a", ContainerRemoved, "a1"),
+		},
+	}, {
+		name: "a pod listed twice counts once, and a nil entry is skipped",
+		pods: []*runtime.Pod{pod("x", ctr("x1", cRunning)), nil, pod("x", ctr("x1", cExited)), pod("c", ctr("c1", cExited)), pod("b", ctr("b1", cExited))},
+		want: []PodLifecycleEvent{ev("c", ContainerDied, "c1")},
+	}, {
+		name: "back to the first order, with a change in each pod",
+		pods: []*runtime.Pod{pod("b"), pod("c", ctr("c1", cExited), ctr("c2", cRunning)), pod("x", ctr("x1", cExited))},
+		want: []PodLifecycleEvent{
+			ev("b", ContainerRemoved, "b1"), ev("c", ContainerStarted, "c2"), ev("x", ContainerDied, "x1"),
+		},
+	}})
+}
+
 // Ported from upstream's TestRelistingWithSandboxes: sandboxes are diffed
 // like containers.
 func TestRelistingWithSandboxes(t *testing.T) {

@@ -77,7 +77,7 @@ func (l *scriptedLister) GetPodStatus(ctx context.Context, uid types.UID, name, 
 	r, scripted := l.statuses[uid]
 	var pod *runtime.Pod
 	for _, p := range l.pods {
-		if p.ID == uid {
+		if p != nil && p.ID == uid { // a script may list nil
 			pod = p
 		}
 	}
