@@ -327,27 +327,34 @@ func omitDuplicates(s []string) []string {
 // mergeOptions overrides existing options ("name" or "name:value") by name
 // with the pod's, keeping their order; new names go last.
 func mergeOptions(existing []string, pod []v1.PodDNSConfigOption) []string {
-	name := func(o string) string {
-		if i := strings.IndexByte(o, ':'); i >= 0 {
-			return o[:i]
-		}
-		return o
-	}
 	out := append([]string(nil), existing...)
 	for _, o := range pod {
 		opt := o.Name
 		if o.Value != nil && *o.Value != "" {
 			opt += ":" + *o.Value
 		}
-		replaced := false
-		for i := range out {
-			if name(out[i]) == o.Name {
-				out[i], replaced = opt, true
-			}
-		}
-		if !replaced {
-			out = append(out, opt)
-		}
+		out = overrideOption(out, opt)
 	}
 	return omitDuplicates(out)
+}
+
+// overrideOption replaces the options of opt's name in opts with opt, or
+// appends it.
+func overrideOption(opts []string, opt string) []string {
+	name := func(o string) string {
+		if i := strings.IndexByte(o, ':'); i >= 0 {
+			return o[:i]
+		}
+		return o
+	}
+	replaced := false
+	for i := range opts {
+		if name(opts[i]) == name(opt) {
+			opts[i], replaced = opt, true
+		}
+	}
+	if !replaced {
+		opts = append(opts, opt)
+	}
+	return opts
 }

@@ -236,8 +236,29 @@ func TestParseResolvConf(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"10.0.0.1", "10.0.0.2"}, got.Servers, "nameservers accumulate")
 	require.Equal(t, []string{"a.example", "b.example"}, got.Searches, "the last search line wins, trailing dots go")
-	require.Equal(t, []string{"ndots:3", "edns0"}, got.Options, "the last options line wins")
-	require.Equal(t, "search a.example b.example\nnameserver 10.0.0.1\nnameserver 10.0.0.2\noptions ndots:3 edns0\n", string(dns.ResolvConf(got)))
+	require.Equal(t, []string{"rotate", "ndots:3", "edns0"}, got.Options, "options accumulate across lines")
+	require.Equal(t, "search a.example b.example\nnameserver 10.0.0.1\nnameserver 10.0.0.2\noptions rotate ndots:3 edns0\n", string(dns.ResolvConf(got)))
+}
+
+func TestParseResolvConfAsTheKubelet(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		file     string
+		searches []string
+		options  []string
+	}{
+		{"systemd-resolved's stub search . is no domain", "nameserver 127.0.0.53\nsearch .\noptions edns0 trust-ad\n", nil, []string{"edns0", "trust-ad"}},
+		{"a . among domains is dropped", "search a.example . b.example.\n", []string{"a.example", "b.example"}, nil},
+		{"options of later lines add to earlier ones", "options edns0 trust-ad\noptions ndots:2\n", nil, []string{"edns0", "trust-ad", "ndots:2"}},
+		{"a later option overrides one of the same name in place", "options ndots:1 rotate\noptions timeout:2 ndots:5\n", nil, []string{"ndots:5", "rotate", "timeout:2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := dns.ParseResolvConf([]byte(tc.file))
+			require.NoError(t, err)
+			require.Equal(t, tc.searches, got.Searches)
+			require.Equal(t, tc.options, got.Options)
+		})
+	}
 }
 
 func BenchmarkPodDNSClusterFirst(b *testing.B) {

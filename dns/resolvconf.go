@@ -12,8 +12,10 @@ import (
 const maxResolvConfSize = 10 << 20
 
 // ParseResolvConf parses a resolv.conf as the kubelet does: nameserver
-// lines accumulate, the last search and options lines win, comments (# or
-// ;) and other keywords are ignored. A nameserver line without an address is
+// lines accumulate, the last search line wins (without its "." entries,
+// which systemd-resolved's stub writes for no domain), options accumulate
+// across lines with a later one overriding an earlier one of the same name,
+// comments (# or ;) and other keywords are ignored. A nameserver line without an address is
 // an error, with its line number.
 func ParseResolvConf(b []byte) (*runtimeapi.DNSConfig, error) {
 	if len(b) > maxResolvConfSize {
@@ -38,10 +40,14 @@ func ParseResolvConf(b []byte) (*runtimeapi.DNSConfig, error) {
 			// The same domain with and without its trailing dot counts once.
 			cfg.Searches = cfg.Searches[:0]
 			for _, s := range f[1:] {
-				cfg.Searches = append(cfg.Searches, strings.TrimSuffix(s, "."))
+				if s != "." {
+					cfg.Searches = append(cfg.Searches, strings.TrimSuffix(s, "."))
+				}
 			}
 		case "options":
-			cfg.Options = append(cfg.Options[:0], f[1:]...)
+			for _, o := range f[1:] {
+				cfg.Options = overrideOption(cfg.Options, o)
+			}
 		}
 	}
 	if len(errs) > 0 {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -139,14 +140,14 @@ func parseLogOptions(q url.Values) (*v1.PodLogOptions, error) {
 	return opts, nil
 }
 
-// queryBool decodes a boolean parameter as apimachinery does: absent,
-// "false" and "0" are false, anything else (even empty) true.
+// queryBool decodes a boolean parameter as apimachinery does: absent, "0"
+// and "false" in any case are false, anything else (even empty) true.
 func queryBool(q url.Values, name string) bool {
 	v, ok := q[name]
 	if !ok || len(v) == 0 {
 		return false
 	}
-	return v[0] != "false" && v[0] != "0"
+	return v[0] != "0" && !strings.EqualFold(v[0], "false")
 }
 
 func hasContainer(pod *v1.Pod, name string) bool {

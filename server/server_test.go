@@ -223,6 +223,8 @@ func TestContainerLogs(t *testing.T) {
 		{"timestamps", "?tailLines=1&timestamps=true", 200, t0.Add(2*time.Second).Format(time.RFC3339Nano) + " c\n"},
 		{"sinceTime", "?sinceTime=" + t0.Add(time.Second).Format(time.RFC3339), 200, "b\nc\n"},
 		{"previous shows the last terminated instance", "?previous=true", 200, "old one\nold two\n"},
+		{"previous=False in any case is false, as apimachinery decodes it", "?previous=False", 200, "a\nb\nc\n"},
+		{"previous=0 is false", "?previous=0", 200, "a\nb\nc\n"},
 		{"follow of a stopped container ends at the end of its file", "?follow", 200, "a\nb\nc\n"},
 		{"an unparsable number is a bad request", "?tailLines=ten", 400, `{"message": "Unable to decode query."}` + "\n"},
 		{"an unparsable time is a bad request", "?sinceTime=yesterday", 400, `{"message": "Unable to decode query."}` + "\n"},
