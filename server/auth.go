@@ -50,8 +50,13 @@ type Auth struct {
 	NodeName string
 }
 
-// Attributes returns the attributes the kubelet authorizes r with.
-func (a *Auth) Attributes(u *User, r *http.Request) Attributes {
+// Attributes returns the attributes the kubelet authorizes r with, in the
+// order it tries them: the request is allowed if any one is. As the
+// kubelet's fine-grained authorization (KubeletFineGrainedAuthz, locked on
+// since v1.37), /pods, /runningpods/, /healthz and /configz are allowed by
+// their own subresource or by proxy; /stats, /metrics and /logs only by
+// theirs (stats, metrics, log); anything else by proxy.
+func (a *Auth) Attributes(u *User, r *http.Request) []Attributes {
 	verb := "get"
 	switch r.Method {
 	case http.MethodPost:
@@ -63,21 +68,37 @@ func (a *Auth) Attributes(u *User, r *http.Request) Attributes {
 	case http.MethodDelete:
 		verb = "delete"
 	}
-	sub := "proxy"
-	for _, p := range []struct{ prefix, sub string }{
-		{"/stats", "stats"}, {"/metrics", "metrics"}, {"/logs", "log"}, {"/pods", "pods"}, {"/healthz", "healthz"}, {"/configz", "configz"},
-	} {
-		if r.URL.Path == p.prefix || strings.HasPrefix(r.URL.Path, p.prefix+"/") {
-			sub = p.sub
-			break
-		}
+	path := r.URL.Path
+	under := func(prefix string) bool {
+		return path == prefix || strings.HasPrefix(path, strings.TrimSuffix(prefix, "/")+"/")
 	}
-	return Attributes{User: u, Verb: verb, Resource: "nodes", Subresource: sub, Name: a.NodeName, Path: r.URL.Path}
+	var subs []string
+	switch {
+	case under("/pods"), under("/runningpods/"):
+		subs = []string{"pods", "proxy"}
+	case under("/healthz"):
+		subs = []string{"healthz", "proxy"}
+	case under("/configz"):
+		subs = []string{"configz", "proxy"}
+	case under("/stats"):
+		subs = []string{"stats"}
+	case under("/metrics"):
+		subs = []string{"metrics"}
+	case under("/logs"):
+		subs = []string{"log"}
+	default:
+		subs = []string{"proxy"}
+	}
+	out := make([]Attributes, len(subs))
+	for i, sub := range subs {
+		out[i] = Attributes{User: u, Verb: verb, Resource: "nodes", Subresource: sub, Name: a.NodeName, Path: path}
+	}
+	return out
 }
 
 // filter answers as the kubelet's auth filter: 401 "Unauthorized", 403
-// "Forbidden (user=..., verb=..., resource=..., subresource=...)", 500 on
-// an authorizer error.
+// "Forbidden (user=..., verb=..., resource=..., subresource(s)=[...])" when
+// no attribute is allowed, 500 on an authorizer error.
 func (a *Auth) filter(next http.Handler, log logr.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, ok, err := a.Authenticator.AuthenticateRequest(r)
@@ -89,18 +110,22 @@ func (a *Auth) filter(next http.Handler, log logr.Logger) http.Handler {
 			return
 		}
 		attrs := a.Attributes(u, r)
-		allowed, _, err := a.Authorizer.Authorize(r.Context(), attrs)
-		desc := fmt.Sprintf("(user=%s, verb=%s, resource=%s, subresource=%s)", u.Name, attrs.Verb, attrs.Resource, attrs.Subresource)
-		if err != nil {
-			log.Error(err, "Authorization error", "user", u.Name, "verb", attrs.Verb, "subresource", attrs.Subresource)
-			http.Error(w, "Authorization error "+desc, http.StatusInternalServerError)
-			return
+		subs := make([]string, 0, len(attrs))
+		for _, attrs := range attrs {
+			subs = append(subs, attrs.Subresource)
+			allowed, _, err := a.Authorizer.Authorize(r.Context(), attrs)
+			if err != nil {
+				log.Error(err, "Authorization error", "user", u.Name, "verb", attrs.Verb, "subresource", attrs.Subresource)
+				http.Error(w, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=%s, subresource=%s)",
+					u.Name, attrs.Verb, attrs.Resource, attrs.Subresource), http.StatusInternalServerError)
+				return
+			}
+			if allowed {
+				next.ServeHTTP(w, r)
+				return
+			}
 		}
-		if !allowed {
-			log.V(2).Info("Forbidden", "user", u.Name, "verb", attrs.Verb, "subresource", attrs.Subresource)
-			http.Error(w, "Forbidden "+desc, http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
+		log.V(2).Info("Forbidden", "user", u.Name, "verb", attrs[0].Verb, "subresources", subs)
+		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=%s, subresource(s)=%v)", u.Name, attrs[0].Verb, attrs[0].Resource, subs), http.StatusForbidden)
 	})
 }

@@ -18,7 +18,9 @@
 // A ReadOnly server is the kubelet's read-only port: healthz, pods and
 // metrics only. HealthzHandler is the separate healthz port (10248) with
 // /healthz alone. Auth puts the kubelet's authentication and authorization
-// filter in front (401, 403 with its message), through two small
+// filter in front (401, 403 with its message; as the kubelet's fine-grained
+// authorization, /pods, /runningpods/, /healthz and /configz are allowed by
+// their own subresource or by proxy), through two small
 // interfaces in the shape of its webhook authenticator and authorizer;
 // without Auth, serve on loopback only. WebhookAuthenticator (client
 // certificates verified by TLS, else a TokenReview of the bearer token) and

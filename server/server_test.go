@@ -347,9 +347,54 @@ func TestAuthRefusesAsTheKubelet(t *testing.T) {
 	assert.Equal(t, server.Attributes{User: &server.User{Name: "prometheus"}, Verb: "get", Resource: "nodes", Subresource: "metrics", Name: "n1", Path: "/metrics"}, a)
 	code, body = do("t1", "/containerLogs/default/web/app")
 	assert.Equal(t, http.StatusForbidden, code)
-	assert.Equal(t, "Forbidden (user=prometheus, verb=get, resource=nodes, subresource=proxy)\n", body)
+	assert.Equal(t, "Forbidden (user=prometheus, verb=get, resource=nodes, subresource(s)=[proxy])\n", body)
+	code, body = do("t1", "/pods")
+	assert.Equal(t, http.StatusForbidden, code)
+	assert.Equal(t, "Forbidden (user=prometheus, verb=get, resource=nodes, subresource(s)=[pods proxy])\n", body)
 	code, _ = do("t2", "/containerLogs/default/web/app")
 	assert.Equal(t, http.StatusOK, code)
+}
+
+// grants allows the subresources it lists, to anyone.
+type grants map[string]bool
+
+func (g grants) Authorize(_ context.Context, a server.Attributes) (bool, string, error) {
+	return g[a.Subresource], "", nil
+}
+
+// As the kubelet's fine-grained authorization (locked on since v1.37): the
+// pod, health and config endpoints are allowed by their own subresource or
+// by proxy.
+func TestAuthAllowsTheKubeletsSubresources(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		path    string
+		granted string
+		code    int
+	}{
+		{"/pods by nodes/pods", "/pods", "pods", http.StatusOK},
+		{"/pods by nodes/proxy", "/pods", "proxy", http.StatusOK},
+		{"/runningpods/ by nodes/pods", "/runningpods/", "pods", http.StatusOK},
+		{"/runningpods/ by nodes/proxy", "/runningpods/", "proxy", http.StatusOK},
+		{"/healthz by nodes/healthz", "/healthz", "healthz", http.StatusOK},
+		{"/healthz by nodes/proxy", "/healthz", "proxy", http.StatusOK},
+		{"/metrics only by nodes/metrics", "/metrics", "proxy", http.StatusForbidden},
+		{"/pods not by nodes/metrics", "/pods", "metrics", http.StatusForbidden},
+		{"logs only by nodes/proxy", "/containerLogs/default/web/app", "pods", http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *server.Config) {
+				c.Auth = &server.Auth{Authenticator: tokenAuth{"t": "someone"}, Authorizer: grants{tc.granted: true}, NodeName: "n1"}
+			})
+			req, err := http.NewRequest(http.MethodGet, f.srv.URL+tc.path, nil)
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer t")
+			resp, err := f.srv.Client().Do(req)
+			require.NoError(t, err)
+			_ = resp.Body.Close()
+			assert.Equal(t, tc.code, resp.StatusCode)
+		})
+	}
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
