@@ -24,25 +24,31 @@ import (
 type statusMemo struct {
 	mu         sync.Mutex
 	gen        uint64 // the full listings seen
-	containers map[string]memoContainer
-	sandboxes  map[string]memoSandbox
+	containers map[string]*memoContainer
+	sandboxes  map[string]*memoSandbox
 }
 
+// listedAt is the full listing that last showed an entry. Entries are held
+// by pointer so that a listing marks them in place, without writing the map.
+type listedAt struct{ seen uint64 }
+
+func (l *listedAt) listing() *uint64 { return &l.seen }
+
 type memoContainer struct {
+	listedAt
 	state  runtime.ContainerState // as listed when the status was asked for
 	status runtime.ContainerStatus
-	seen   uint64
 }
 
 type memoSandbox struct {
+	listedAt
 	ready       bool // as listed when the status was asked for
 	hostNetwork bool
 	ips         []string
-	seen        uint64
 }
 
 func newStatusMemo() *statusMemo {
-	return &statusMemo{containers: map[string]memoContainer{}, sandboxes: map[string]memoSandbox{}}
+	return &statusMemo{containers: map[string]*memoContainer{}, sandboxes: map[string]*memoSandbox{}}
 }
 
 // settled reports whether a container listed in state keeps its status.
@@ -57,8 +63,8 @@ func (m *statusMemo) container(id string, state runtime.ContainerState) (*runtim
 		return nil, false
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	e, ok := m.containers[id]
-	m.mu.Unlock()
 	if !ok || e.state != state {
 		return nil, false
 	}
@@ -73,7 +79,7 @@ func (m *statusMemo) putContainer(id string, state runtime.ContainerState, statu
 		return // the runtime moved on since the listing: ask again next time
 	}
 	m.mu.Lock()
-	m.containers[id] = memoContainer{state: state, status: *status, seen: m.gen}
+	m.containers[id] = &memoContainer{listedAt: listedAt{m.gen}, state: state, status: *status}
 	m.mu.Unlock()
 }
 
@@ -81,15 +87,18 @@ func (m *statusMemo) putContainer(id string, state runtime.ContainerState, statu
 // the sandbox was listed as ready (or not) as now.
 func (m *statusMemo) sandbox(id string, ready bool) (memoSandbox, bool) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	e, ok := m.sandboxes[id]
-	m.mu.Unlock()
-	return e, ok && e.ready == ready
+	if !ok || e.ready != ready {
+		return memoSandbox{}, false
+	}
+	return *e, true
 }
 
 func (m *statusMemo) putSandbox(id string, e memoSandbox) {
 	m.mu.Lock()
 	e.seen = m.gen
-	m.sandboxes[id] = e
+	m.sandboxes[id] = &e
 	m.mu.Unlock()
 }
 
@@ -114,24 +123,13 @@ func (m *statusMemo) listed(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Conta
 	})
 }
 
-// memoEntry is an entry that records the listing that last showed it.
-type memoEntry[E any] interface {
-	seenAt() uint64
-	marked(gen uint64) E
-}
-
-func (e memoContainer) seenAt() uint64                  { return e.seen }
-func (e memoContainer) marked(gen uint64) memoContainer { e.seen = gen; return e }
-func (e memoSandbox) seenAt() uint64                    { return e.seen }
-func (e memoSandbox) marked(gen uint64) memoSandbox     { e.seen = gen; return e }
-
 // keepListed marks the entries of the listed IDs as seen by listing gen and
 // drops the others; it walks the map only if there is something to drop.
-func keepListed[E memoEntry[E]](entries map[string]E, gen uint64, listed iter.Seq[string]) {
+func keepListed[E interface{ listing() *uint64 }](entries map[string]E, gen uint64, listed iter.Seq[string]) {
 	kept := 0
 	for id := range listed {
 		if e, ok := entries[id]; ok {
-			entries[id] = e.marked(gen)
+			*e.listing() = gen
 			kept++
 		}
 	}
@@ -139,7 +137,7 @@ func keepListed[E memoEntry[E]](entries map[string]E, gen uint64, listed iter.Se
 		return
 	}
 	for id, e := range entries {
-		if e.seenAt() != gen {
+		if *e.listing() != gen {
 			delete(entries, id)
 		}
 	}

@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,4 +49,25 @@ func TestStatusMemo(t *testing.T) {
 		_, ok = m.sandbox("sb-kept", false)
 		require.False(t, ok, "a sandbox listed otherwise than when asked is asked again")
 	})
+}
+
+// BenchmarkStatusMemoListed is the memo's share of a full listing of 1,000
+// pods (a sandbox and a container each) whose statuses it remembers: what
+// every relist on runtime/cri adds.
+func BenchmarkStatusMemoListed(b *testing.B) {
+	m := newStatusMemo()
+	var sbs []*runtimeapi.PodSandbox
+	var cs []*runtimeapi.Container
+	running := &runtime.ContainerStatus{State: runtime.ContainerStateRunning, StartedAt: time.Unix(1, 0)}
+	for i := range 1000 {
+		id := fmt.Sprintf("%064d", i)
+		sbs = append(sbs, &runtimeapi.PodSandbox{Id: "sb" + id})
+		cs = append(cs, &runtimeapi.Container{Id: id})
+		m.putSandbox("sb"+id, memoSandbox{ready: true, ips: []string{"10.0.0.1"}})
+		m.putContainer(id, runtime.ContainerStateRunning, running)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		m.listed(sbs, cs)
+	}
 }
