@@ -69,7 +69,7 @@ func TestPodsAreNeverModified(t *testing.T) {
 
 			stop := make(chan struct{})
 			var reader sync.WaitGroup
-			var mu sync.Mutex // guards sent for the reader
+			var mu sync.Mutex // guards given, which the reader copies
 			reader.Add(1)
 			go func() {
 				defer reader.Done()

@@ -799,17 +799,11 @@ func (p *PodWorkers) releaseStatic(uid types.UID, status *podSyncStatus) {
 	}
 }
 
-// setIdle marks the pod as not being worked on. p.mu must be held.
-func (p *PodWorkers) setIdle(status *podSyncStatus) {
-	status.working = false
-	p.idle.Broadcast()
-}
-
-// stopWorker records that the pod's worker exits: idle, with no goroutine.
-// p.mu must be held.
+// stopWorker records that the pod's worker exits: the pod is not worked on
+// and has no goroutine. p.mu must be held.
 func (p *PodWorkers) stopWorker(status *podSyncStatus) {
-	status.running = false
-	p.setIdle(status)
+	status.running, status.working = false, false
+	p.idle.Broadcast()
 }
 
 // SyncKnownPods reconciles the workers with desiredPods, the pods the

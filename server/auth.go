@@ -69,8 +69,9 @@ func (a *Auth) Attributes(u *User, r *http.Request) []Attributes {
 		verb = "delete"
 	}
 	path := r.URL.Path
-	under := func(prefix string) bool {
-		return path == prefix || strings.HasPrefix(path, strings.TrimSuffix(prefix, "/")+"/")
+	under := func(prefix string) bool { // the kubelet's isSubpath
+		prefix = strings.TrimSuffix(prefix, "/")
+		return path == prefix || strings.HasPrefix(path, prefix+"/")
 	}
 	var subs []string
 	switch {
@@ -111,13 +112,13 @@ func (a *Auth) filter(next http.Handler, log logr.Logger) http.Handler {
 		}
 		attrs := a.Attributes(u, r)
 		subs := make([]string, 0, len(attrs))
-		for _, attrs := range attrs {
-			subs = append(subs, attrs.Subresource)
-			allowed, _, err := a.Authorizer.Authorize(r.Context(), attrs)
+		for _, attr := range attrs {
+			subs = append(subs, attr.Subresource)
+			allowed, _, err := a.Authorizer.Authorize(r.Context(), attr)
 			if err != nil {
-				log.Error(err, "Authorization error", "user", u.Name, "verb", attrs.Verb, "subresource", attrs.Subresource)
+				log.Error(err, "Authorization error", "user", u.Name, "verb", attr.Verb, "subresource", attr.Subresource)
 				http.Error(w, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=%s, subresource=%s)",
-					u.Name, attrs.Verb, attrs.Resource, attrs.Subresource), http.StatusInternalServerError)
+					u.Name, attr.Verb, attr.Resource, attr.Subresource), http.StatusInternalServerError)
 				return
 			}
 			if allowed {
