@@ -37,6 +37,13 @@ func podWith(uid string, containers ...v1.Container) *v1.Pod {
 	return p
 }
 
+// podLevel is a pod with pod-level requests and limits (spec.resources).
+func podLevel(uid string, req, lim v1.ResourceList, containers ...v1.Container) *v1.Pod {
+	p := podWith(uid, containers...)
+	p.Spec.Resources = &v1.ResourceRequirements{Requests: req, Limits: lim}
+	return p
+}
+
 func ctr(req, lim v1.ResourceList) v1.Container {
 	return v1.Container{Name: "c", Resources: v1.ResourceRequirements{Requests: req, Limits: lim}}
 }
@@ -113,6 +120,25 @@ func TestPodResources(t *testing.T) {
 		}(), 1536, 150000, 1280 << 20},
 		{"pod overhead is added", func() *v1.Pod {
 			p := podWith("o", ctr(rl("1", "1Gi"), rl("1", "1Gi")))
+			p.Spec.Overhead = rl("100m", "64Mi")
+			return p
+		}(), 1126, 110000, 1088 << 20},
+		{"container limits are used when no pod-level resources are set", podWith("n",
+			ctr(rl("300m", "100Mi"), rl("300m", "100Mi")), ctr(rl("200m", "28Mi"), rl("200m", "28Mi"))), 512, 50000, 128 << 20},
+		{"pod-level limits make a pod Guaranteed", podLevel("g", rl("2", "1Gi"), rl("2", "1Gi"), ctr(nil, nil), ctr(nil, nil)),
+			2048, 200000, 1 << 30},
+		{"pod-level memory limit is the pod cgroup's memory limit", podLevel("m", rl("1", "512Mi"), rl("1", "512Mi"),
+			ctr(rl("250m", "64Mi"), rl("500m", "128Mi"))), 1024, 100000, 512 << 20},
+		{"pod-level cpu request is the pod cgroup's cpu shares", podLevel("r", rl("1500m", ""), nil,
+			ctr(rl("100m", ""), nil)), 1536, 0, 0},
+		{"a Burstable pod's pod-level limits bound it though its containers set none", podLevel("b", rl("500m", "256Mi"), rl("2", "1Gi"),
+			ctr(nil, nil)), 512, 200000, 1 << 30},
+		{"a resource without a pod-level value takes the containers' total", podLevel("c", rl("", "256Mi"), rl("", "1Gi"),
+			ctr(rl("250m", ""), rl("1", "")), ctr(rl("250m", ""), rl("1", ""))), 512, 200000, 1 << 30},
+		{"a resource without a pod-level value stays unlimited when a container sets no limit", podLevel("u", rl("", "256Mi"), rl("", "1Gi"),
+			ctr(rl("250m", ""), rl("1", "")), ctr(rl("250m", ""), nil)), 512, 0, 1 << 30},
+		{"pod overhead is added to pod-level values", func() *v1.Pod {
+			p := podLevel("o", rl("1", "1Gi"), rl("1", "1Gi"), ctr(nil, nil))
 			p.Spec.Overhead = rl("100m", "64Mi")
 			return p
 		}(), 1126, 110000, 1088 << 20},

@@ -17,8 +17,10 @@
 //     "kubepods-burstable-pod<uid>.slice" (Name);
 //   - pod limits as the kubelet's ResourceConfigForPod (PodResources): cpu
 //     shares (cgroup v2: weight) from requests, CFS quota and memory limit
-//     when every container sets them, the minimal shares for BestEffort,
-//     optional pids limit; burstable's shares follow its pods' requests;
+//     when every container or the pod level sets them, pod-level resources
+//     (spec.resources) winning over the containers' totals, the minimal
+//     shares for BestEffort, optional pids limit; burstable's shares follow
+//     its pods' requests;
 //   - the driver: Config.Driver, or the runtime's (DriverSource, the CRI's
 //     RuntimeConfig on containerd 2.x), which wins on a mismatch with a
 //     CgroupDriverMismatch warning event; systemd where systemd does not

@@ -63,11 +63,18 @@ func SharesToWeight(shares uint64) uint64 {
 	return 1 + ((shares-2)*9999)/262142
 }
 
-// podTotals sums a resource over the pod as the scheduler and the kubelet
-// do: the larger of the regular containers (plus sidecars) and any init
-// container (plus the sidecars started before it), plus the pod overhead.
-// all reports whether every container sets a positive amount.
-func podTotals(pod *v1.Pod, name v1.ResourceName, limits bool) (total int64, all bool) {
+// podTotals is a resource's pod-wide amount as the kubelet's PodRequests
+// and PodLimits (k8s.io/component-helpers/resource, pod-level resources
+// on) compute it: a pod-level value (spec.resources, KEP-2837) for cpu or
+// memory wins; otherwise the containers' sum as the scheduler's: the
+// larger of the regular containers (plus sidecars) and any init container
+// (plus the sidecars started before it). The pod overhead is added to
+// requests, and to limits that are set.
+//
+// declared reports whether the limit bounds the pod cgroup, as
+// ResourceConfigForPod's cpu/memoryLimitsDeclared: every container sets a
+// positive amount, or the pod-level limit is positive.
+func podTotals(pod *v1.Pod, name v1.ResourceName, limits bool) (total int64, declared bool) {
 	value := func(rl v1.ResourceList) int64 {
 		q, ok := rl[name]
 		if !ok {
@@ -84,13 +91,13 @@ func podTotals(pod *v1.Pod, name v1.ResourceName, limits bool) (total int64, all
 		}
 		return value(c.Resources.Requests)
 	}
-	all = true
+	declared = true
 	var sidecars, initMax int64
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		v := get(c)
 		if v <= 0 {
-			all = false
+			declared = false
 		}
 		if podutil.IsRestartableInitContainer(c) {
 			sidecars += v
@@ -103,26 +110,42 @@ func podTotals(pod *v1.Pod, name v1.ResourceName, limits bool) (total int64, all
 	for i := range pod.Spec.Containers {
 		v := get(&pod.Spec.Containers[i])
 		if v <= 0 {
-			all = false
+			declared = false
 		}
 		sum += v
 	}
 	total = max(sum+sidecars, initMax)
-	if pod.Spec.Overhead != nil {
+	if r := pod.Spec.Resources; r != nil {
+		level := r.Requests
+		if limits {
+			level = r.Limits
+		}
+		if _, ok := level[name]; ok {
+			total = value(level)
+			if limits && total > 0 {
+				declared = true
+			}
+		}
+	}
+	if pod.Spec.Overhead != nil && (!limits || total != 0) {
 		total += value(pod.Spec.Overhead)
 	}
-	return total, all
+	return total, declared
 }
 
 // PodResources is the pod cgroup's configuration, as the kubelet's
-// ResourceConfigForPod with CFS quota enforced: Guaranteed pods get cpu
-// shares, quota and a memory limit; Burstable pods shares, and quota or a
-// memory limit when every container sets that limit; BestEffort pods the
-// minimal shares. pidsLimit (if positive) applies to all.
+// ResourceConfigForPod with CFS quota enforced and pod-level resources on:
+// Guaranteed pods get cpu shares, quota and a memory limit; Burstable pods
+// shares, and quota or a memory limit when that limit is declared (set by
+// every container, or at the pod level); BestEffort pods the minimal
+// shares. Shares come from the pod's cpu request, quota and memory limit
+// from its limits, each the pod-level value where spec.resources sets one
+// and the containers' total otherwise (podTotals). pidsLimit (if positive)
+// applies to all.
 func PodResources(pod *v1.Pod, period uint64, pidsLimit int64) Resources {
 	cpuReq, _ := podTotals(pod, v1.ResourceCPU, false)
-	cpuLim, cpuAll := podTotals(pod, v1.ResourceCPU, true)
-	memLim, memAll := podTotals(pod, v1.ResourceMemory, true)
+	cpuLim, cpuDeclared := podTotals(pod, v1.ResourceCPU, true)
+	memLim, memDeclared := podTotals(pod, v1.ResourceMemory, true)
 	shares := MilliCPUToShares(cpuReq)
 	quota := MilliCPUToQuota(cpuLim, int64(period))
 	var r Resources
@@ -131,10 +154,10 @@ func PodResources(pod *v1.Pod, period uint64, pidsLimit int64) Resources {
 		r.CPUShares, r.CPUQuota, r.CPUPeriod, r.Memory = &shares, &quota, &period, &memLim
 	case v1.PodQOSBurstable:
 		r.CPUShares = &shares
-		if cpuAll {
+		if cpuDeclared {
 			r.CPUQuota, r.CPUPeriod = &quota, &period
 		}
-		if memAll {
+		if memDeclared {
 			r.Memory = &memLim
 		}
 	default:

@@ -2,7 +2,6 @@ package podutil
 
 import (
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // QOSClass is the pod's QoS class: status.qosClass when the apiserver set
@@ -14,60 +13,56 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	return ComputeQOSClass(&pod.Spec)
 }
 
-// ComputeQOSClass computes the QoS class from the containers' cpu and
-// memory requests and limits, as the apiserver does on creation
-// (k8s.io/kubernetes pkg/apis/core/v1/helper/qos): BestEffort without any,
-// Guaranteed when every container limits both and requests equal limits,
-// Burstable otherwise.
+// ComputeQOSClass computes the QoS class from cpu and memory requests and
+// limits, as the apiserver does on creation (k8s.io/kubernetes
+// pkg/apis/core/v1/helper/qos ComputePodQOS, PodLevelResources on as it is
+// by default since v1.34). When the pod has pod-level resources
+// (spec.resources, KEP-2837) they alone decide; otherwise each container
+// (init containers included) does, and the pod is BestEffort when every
+// container is, Guaranteed when every container is, Burstable otherwise.
+// A set of requests and limits is BestEffort without any cpu or memory,
+// Guaranteed when it limits both and requests equal limits, Burstable
+// otherwise.
 func ComputeQOSClass(spec *v1.PodSpec) v1.PodQOSClass {
-	requests := map[v1.ResourceName]*resource.Quantity{}
-	limits := map[v1.ResourceName]*resource.Quantity{}
-	guaranteed := true
-	add := func(sum map[v1.ResourceName]*resource.Quantity, rl v1.ResourceList) (cpu, mem bool) {
-		for _, name := range [...]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			q, ok := rl[name]
-			if !ok || q.Sign() <= 0 {
-				continue
-			}
-			if cur := sum[name]; cur != nil {
-				cur.Add(q)
-			} else {
-				c := q.DeepCopy()
-				sum[name] = &c
-			}
-			if name == v1.ResourceCPU {
-				cpu = true
-			} else {
-				mem = true
+	if spec.Resources != nil {
+		return requirementsQOS(spec.Resources)
+	}
+	var qos v1.PodQOSClass
+	for _, cs := range [...][]v1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			switch c := requirementsQOS(&cs[i].Resources); {
+			case c == v1.PodQOSBurstable:
+				return c
+			case qos == "":
+				qos = c
+			case qos != c: // one BestEffort, another Guaranteed
+				return v1.PodQOSBurstable
 			}
 		}
-		return cpu, mem
 	}
-	visit := func(c *v1.Container) {
-		add(requests, c.Resources.Requests)
-		if cpu, mem := add(limits, c.Resources.Limits); !cpu || !mem {
-			guaranteed = false
-		}
-	}
-	for i := range spec.InitContainers {
-		visit(&spec.InitContainers[i])
-	}
-	for i := range spec.Containers {
-		visit(&spec.Containers[i])
-	}
-	if len(requests) == 0 && len(limits) == 0 {
+	if qos == "" {
 		return v1.PodQOSBestEffort
 	}
-	if guaranteed {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(*req) != 0 {
-				guaranteed = false
-				break
-			}
+	return qos
+}
+
+// requirementsQOS is the QoS class of one set of requests and limits (a
+// container's, or the pod-level ones).
+func requirementsQOS(r *v1.ResourceRequirements) v1.PodQOSClass {
+	var qos v1.PodQOSClass
+	for _, name := range [...]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		req, lim := r.Requests[name], r.Limits[name]
+		if req.Cmp(lim) != 0 {
+			return v1.PodQOSBurstable // one of them is set
 		}
+		c := v1.PodQOSGuaranteed
+		if req.IsZero() {
+			c = v1.PodQOSBestEffort
+		}
+		if qos != "" && qos != c {
+			return v1.PodQOSBurstable // one resource limited, the other not
+		}
+		qos = c
 	}
-	if guaranteed && len(requests) == len(limits) {
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
+	return qos
 }

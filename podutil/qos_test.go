@@ -44,6 +44,10 @@ func TestQOSClass(t *testing.T) {
 		{"a request alone is Burstable", []v1.Container{ctr(rl("", "64Mi"), nil)}, nil, "", v1.PodQOSBurstable},
 		{"an init container without limits makes a Guaranteed pod Burstable", []v1.Container{ctr(rl("1", "1Gi"), rl("1", "1Gi"))},
 			[]v1.Container{ctr(rl("100m", ""), nil)}, "", v1.PodQOSBurstable},
+		{"a Guaranteed init container and a BestEffort container are Burstable", []v1.Container{ctr(nil, nil)},
+			[]v1.Container{ctr(rl("1", "1Gi"), rl("1", "1Gi"))}, "", v1.PodQOSBurstable},
+		{"Guaranteed init and regular containers are Guaranteed", []v1.Container{ctr(rl("1", "1Gi"), rl("1", "1Gi"))},
+			[]v1.Container{ctr(rl("2", "1Gi"), rl("2", "1Gi"))}, "", v1.PodQOSGuaranteed},
 		{"status.qosClass set by the apiserver wins", []v1.Container{ctr(nil, nil)}, nil, v1.PodQOSBurstable, v1.PodQOSBurstable},
 	}
 	for _, tt := range tests {
@@ -52,4 +56,32 @@ func TestQOSClass(t *testing.T) {
 			require.Equal(t, tt.want, podutil.QOSClass(pod))
 		})
 	}
+}
+
+func TestQOSClassWithPodLevelResources(t *testing.T) {
+	guaranteed := []v1.Container{ctr(rl("1", "1Gi"), rl("1", "1Gi"))}
+	tests := []struct {
+		name       string
+		req, lim   v1.ResourceList
+		containers []v1.Container
+		want       v1.PodQOSClass
+	}{
+		{"pod-level limits make a pod Guaranteed", rl("2", "1Gi"), rl("2", "1Gi"), []v1.Container{ctr(nil, nil), ctr(nil, nil)}, v1.PodQOSGuaranteed},
+		{"pod-level limits make a pod Guaranteed whatever its containers request", rl("2", "1Gi"), rl("2", "1Gi"),
+			[]v1.Container{ctr(rl("100m", ""), nil)}, v1.PodQOSGuaranteed},
+		{"pod-level requests below limits are Burstable", rl("1", "1Gi"), rl("2", "1Gi"), guaranteed, v1.PodQOSBurstable},
+		{"a pod-level cpu limit alone is Burstable", rl("1", ""), rl("1", ""), guaranteed, v1.PodQOSBurstable},
+		{"pod-level limits without requests are Burstable", nil, rl("1", "1Gi"), guaranteed, v1.PodQOSBurstable},
+		{"pod-level resources without cpu or memory are BestEffort", v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("1Gi")}, nil,
+			guaranteed, v1.PodQOSBestEffort},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &v1.Pod{Spec: v1.PodSpec{Containers: tt.containers, Resources: &v1.ResourceRequirements{Requests: tt.req, Limits: tt.lim}}}
+			require.Equal(t, tt.want, podutil.QOSClass(pod))
+		})
+	}
+	t.Run("container resources decide without pod-level resources", func(t *testing.T) {
+		require.Equal(t, v1.PodQOSGuaranteed, podutil.QOSClass(&v1.Pod{Spec: v1.PodSpec{Containers: guaranteed}}))
+	})
 }
