@@ -14,11 +14,23 @@ type User struct {
 	Name   string
 	UID    string
 	Groups []string
+	Extra  map[string][]string
 }
+
+// The users and groups the apiserver's authentication gives a meaning.
+const (
+	// GroupAuthenticated is the group of every authenticated user.
+	GroupAuthenticated = "system:authenticated"
+	// GroupUnauthenticated is the anonymous user's group.
+	GroupUnauthenticated = "system:unauthenticated"
+	// UserAnonymous is the user of a request without credentials.
+	UserAnonymous = "system:anonymous"
+)
 
 // Authenticator tells who made a request: ok false (or an error) refuses
 // it with 401. The kubelet's webhook authenticator (a TokenReview against
-// the apiserver) or an x509 client-certificate check fit this shape.
+// the apiserver) or an x509 client-certificate check fit this shape. Auth
+// adds GroupAuthenticated to the users it returns (see Auth).
 type Authenticator interface {
 	AuthenticateRequest(r *http.Request) (user *User, ok bool, err error)
 }
@@ -42,7 +54,11 @@ type Authorizer interface {
 	Authorize(ctx context.Context, a Attributes) (allowed bool, reason string, err error)
 }
 
-// Auth guards the server.
+// Auth guards the server. As the kubelet's authenticator (wrapped in the
+// apiserver's authenticated group adder), every user the Authenticator
+// returns is put in GroupAuthenticated before it is authorized, unless it
+// is UserAnonymous or already in GroupAuthenticated or
+// GroupUnauthenticated.
 type Auth struct {
 	Authenticator Authenticator
 	Authorizer    Authorizer
@@ -110,6 +126,7 @@ func (a *Auth) filter(next http.Handler, log logr.Logger) http.Handler {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
+		u = withAuthenticatedGroup(u)
 		attrs := a.Attributes(u, r)
 		subs := make([]string, 0, len(attrs))
 		for _, attr := range attrs {
@@ -129,4 +146,22 @@ func (a *Auth) filter(next http.Handler, log logr.Logger) http.Handler {
 		log.V(2).Info("Forbidden", "user", u.Name, "verb", attrs[0].Verb, "subresources", subs)
 		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=%s, subresource(s)=%v)", u.Name, attrs[0].Verb, attrs[0].Resource, subs), http.StatusForbidden)
 	})
+}
+
+// withAuthenticatedGroup is the apiserver's AuthenticatedGroupAdder
+// (k8s.io/apiserver/pkg/authentication/group): u with GroupAuthenticated
+// added, as a copy, unless u is anonymous or already says whether it is
+// authenticated.
+func withAuthenticatedGroup(u *User) *User {
+	if u.Name == UserAnonymous {
+		return u
+	}
+	for _, g := range u.Groups {
+		if g == GroupAuthenticated || g == GroupUnauthenticated {
+			return u
+		}
+	}
+	out := *u
+	out.Groups = append(append(make([]string, 0, len(u.Groups)+1), u.Groups...), GroupAuthenticated)
+	return &out
 }

@@ -21,10 +21,13 @@
 // filter in front (401, 403 with its message; as the kubelet's fine-grained
 // authorization, /pods, /runningpods/, /healthz and /configz are allowed by
 // their own subresource or by proxy), through two small
-// interfaces in the shape of its webhook authenticator and authorizer;
-// without Auth, serve on loopback only. WebhookAuthenticator (client
+// interfaces in the shape of its webhook authenticator and authorizer,
+// every authenticated user but the anonymous one put in
+// system:authenticated as the kubelet's; without Auth, serve on loopback
+// only. WebhookAuthenticator (client
 // certificates verified by TLS, else a TokenReview of the bearer token) and
-// WebhookAuthorizer (a SubjectAccessReview of nodes/<subresource>) are the
+// WebhookAuthorizer (a SubjectAccessReview of nodes/<subresource> for the
+// user's name, UID, groups and Extra) are the
 // kubelet's webhook modes over client-go-shaped clients
 // (clientset.AuthenticationV1().TokenReviews(),
 // clientset.AuthorizationV1().SubjectAccessReviews()). ListenAndServe

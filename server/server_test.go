@@ -344,7 +344,7 @@ func TestAuthRefusesAsTheKubelet(t *testing.T) {
 	code, _ = do("t1", "/metrics")
 	assert.Equal(t, http.StatusOK, code)
 	a := <-seen
-	assert.Equal(t, server.Attributes{User: &server.User{Name: "prometheus"}, Verb: "get", Resource: "nodes", Subresource: "metrics", Name: "n1", Path: "/metrics"}, a)
+	assert.Equal(t, server.Attributes{User: &server.User{Name: "prometheus", Groups: []string{server.GroupAuthenticated}}, Verb: "get", Resource: "nodes", Subresource: "metrics", Name: "n1", Path: "/metrics"}, a)
 	code, body = do("t1", "/containerLogs/default/web/app")
 	assert.Equal(t, http.StatusForbidden, code)
 	assert.Equal(t, "Forbidden (user=prometheus, verb=get, resource=nodes, subresource(s)=[proxy])\n", body)
