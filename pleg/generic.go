@@ -252,16 +252,22 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 	g.gen++
 	gen := g.gen
 	g.items, g.buf = g.items[:0], g.buf[:0]
-	sandboxes := 0
-	for _, pod := range pods {
-		if pod != nil {
-			countPod(st, pod)
-			sandboxes += len(pod.Sandboxes)
-		}
-	}
 	var slab []podRecord
 	var states []ctrState
-	if len(g.records) == 0 && st.Pods > 0 {
+	// A first relist counts the listing up front, to size its storage; a
+	// later one counts as it goes, so that it reads each pod once: at
+	// 10,000 pods a listing no longer fits in a core's cache.
+	counted := len(g.records) == 0
+	sandboxes := 0
+	if counted {
+		for _, pod := range pods {
+			if pod != nil {
+				countPod(st, pod)
+				sandboxes += len(pod.Sandboxes)
+			}
+		}
+	}
+	if counted && st.Pods > 0 {
 		// First relist: every pod is new. Size for it instead of growing.
 		n := st.Containers.total() + sandboxes
 		slab = make([]podRecord, st.Pods)
@@ -289,6 +295,9 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 		if pod == nil {
 			g.order = append(g.order, nil)
 			continue
+		}
+		if !counted {
+			countPod(st, pod)
 		}
 		var rec *podRecord
 		if i < len(prev) && prev[i] != nil && prev[i].uid == pod.ID {

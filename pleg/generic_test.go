@@ -447,4 +447,14 @@ func TestRunningPodAndContainerCount(t *testing.T) {
 	assert.Equal(t, EventCounts{Started: 4, Died: 3}, st.Events)
 	assert.Equal(t, 3, st.Inspected)
 	assert.Equal(t, tp.clock.Now(), st.Timestamp)
+
+	// A later relist counts as it goes (a first one before it starts): the
+	// same listing gives the same counts, with nothing to inspect.
+	tp.relist(t)
+	st = tp.lastStats()
+	assert.Equal(t, 3, st.Pods)
+	assert.Equal(t, 2, st.RunningPods)
+	assert.Equal(t, ContainerCounts{Running: 1, Exited: 1, Created: 1, Unknown: 2}, st.Containers)
+	assert.Equal(t, EventCounts{}, st.Events)
+	assert.Equal(t, 0, st.Inspected)
 }
