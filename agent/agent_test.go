@@ -24,7 +24,12 @@ import (
 	"github.com/nodekit/nodekit/runtime/fake"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeCRIChildEnv) != "" {
+		os.Exit(serveFakeCRI())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 const src = podutil.ApiserverSource
 

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/runtime"
@@ -44,9 +47,11 @@ type pipelineRuntime struct {
 // BenchmarkPipeline runs 1,000 pods from a SET on a source to Running with
 // a generated API status, through podconfig, syncloop, podworkers, pleg,
 // status and the runtime: (a) runtime/fake, (b) the CRI manager over gRPC to
-// fakecri. One op is the whole 1,000. Besides time and allocations it
+// fakecri in this process, (c) the same with fakecri in a child process, so
+// that time and allocations are the agent's alone, as with a real runtime.
+// One op is the whole 1,000. Besides time and allocations it
 // reports the heap retained per pod once they settle (agent, runtime and, for
-// CRI, the fake server, all in this process), the goroutine stacks per pod
+// cri, the fake server), the goroutine stacks per pod
 // (not in the heap: mostly the pod workers', one goroutine per pod), runtime
 // calls per pod (CRI calls for cri) and the wall time to all Running.
 func BenchmarkPipeline(b *testing.B) {
@@ -89,6 +94,18 @@ func BenchmarkPipeline(b *testing.B) {
 				}
 				m.Close()
 				srv.Close()
+			}}
+		}, false},
+		{"cri-child", func(b *testing.B) pipelineRuntime {
+			srv := startFakeCRIChild(b)
+			m, err := cri.New(context.Background(), cri.Config{Endpoint: srv.endpoint, PodLogsRoot: b.TempDir(), PodsRoot: b.TempDir()})
+			if err != nil {
+				srv.close()
+				b.Fatal(err)
+			}
+			return pipelineRuntime{rt: m, calls: srv.calls, close: func() {
+				m.Close()
+				srv.close()
 			}}
 		}, false},
 	}
@@ -185,5 +202,35 @@ func waitAllRunning(b *testing.B, a *Agent, pods []*v1.Pod) {
 			b.Fatalf("%d of %d pods running after a minute", next, len(pods))
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// BenchmarkCRICallFloor is one CRI call with the smallest messages (Version)
+// over gRPC to fakecri in a child process, bounded by a timeout as the CRI
+// manager bounds each call: the client's cost of a call before any message
+// content, which BenchmarkPipeline/cri-child pays 6 times per pod.
+func BenchmarkCRICallFloor(b *testing.B) {
+	srv := startFakeCRIChild(b)
+	defer srv.close()
+	conn, err := grpc.NewClient(srv.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	call := func() {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if _, err := rt.Version(cctx, &runtimeapi.VersionRequest{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	call() // connect
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		call()
 	}
 }
