@@ -196,15 +196,28 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 
 // spawn starts the worker of uid; p.mu must be held and Run running.
 func (p *PodWorkers) spawn(uid types.UID, status *podSyncStatus) {
-	status.running = true
-	p.wg.Add(1)
+	p.claim(status)
 	go p.workerLoop(p.root, uid)
 }
 
+// claim marks the worker of a pod as started; its goroutine must then be
+// started with p.root. p.mu must be held and Run running.
+func (p *PodWorkers) claim(status *podSyncStatus) {
+	status.running = true
+	p.wg.Add(1)
+}
+
+// needsWorker reports whether a pod with a pending update needs its worker
+// started: it does not run already (it would take the update when its sync
+// ends) and Run runs. p.mu must be held.
+func (p *PodWorkers) needsWorker(status *podSyncStatus) bool {
+	return !status.running && p.root != nil && !p.stopped
+}
+
 // wake starts the worker of a pod with a pending update unless it runs
-// already (it then takes the update when its sync ends). p.mu must be held.
+// already. p.mu must be held.
 func (p *PodWorkers) wake(uid types.UID, status *podSyncStatus) {
-	if !status.running && p.root != nil && !p.stopped {
+	if p.needsWorker(status) {
 		p.spawn(uid, status)
 	}
 }
@@ -238,8 +251,17 @@ func (p *PodWorkers) UpdatePod(options UpdatePodOptions) error {
 		return fmt.Errorf("pod %s/%s has no UID: %w", ns, name, ErrInvalidUpdate)
 	}
 
+	// A worker this update needs is started once p.mu is released: starting
+	// a goroutine under the lock lengthened the time every other worker
+	// waited for it (a round of 10,000 pods contends on it).
+	var start context.Context
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer func() {
+		p.mu.Unlock()
+		if start != nil {
+			go p.workerLoop(start, uid)
+		}
+	}()
 
 	now := p.clock.Now()
 	if p.metrics != nil && options.StartTime.IsZero() {
@@ -359,7 +381,10 @@ func (p *PodWorkers) UpdatePod(options UpdatePodOptions) error {
 	}
 	status.pendingUpdate = &options
 	status.working = true
-	p.wake(uid, status)
+	if p.needsWorker(status) {
+		p.claim(status)
+		start = p.root
+	}
 
 	// Stop whatever the worker is doing so it sees the termination, or the
 	// shorter grace period, at once.
