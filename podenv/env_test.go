@@ -287,6 +287,18 @@ func TestExpand(t *testing.T) {
 	require.Nil(t, podenv.ExpandAll(nil, lookup))
 }
 
+func TestExpandKeepsScanningAfterAnUnterminatedReference(t *testing.T) {
+	lookup := func(n string) (string, bool) { return "1", n == "A" }
+	for _, tc := range []struct{ in, want string }{
+		{"$(A $$B", "$(A $B"},
+		{"$( $$(A", "$( $(A"},
+		{"$($(A", "$($(A"},
+		{"x$(", "x$("},
+	} {
+		require.Equal(t, tc.want, podenv.Expand(tc.in, lookup), tc.in)
+	}
+}
+
 func TestServiceVarsOrderAndDockerLinks(t *testing.T) {
 	vars := podenv.ServiceVars([]*v1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "a-b"}, Spec: v1.ServiceSpec{ClusterIP: "fd00::1",
 		Ports: []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP}, {Name: "dns-tcp", Port: 53, Protocol: v1.ProtocolTCP}}}}})

@@ -24,9 +24,12 @@ func Expand(s string, lookup func(name string) (string, bool)) string {
 			i++
 		case '(':
 			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 { // unterminated: the rest as it is
-				b.WriteString(s[i:])
-				return b.String()
+			if end < 0 {
+				// Unterminated: "$(" is kept and the scan goes on, as
+				// the kubelet's, so a later $$ still becomes $.
+				b.WriteString("$(")
+				i++
+				continue
 			}
 			name := s[i+2 : i+2+end]
 			if v, ok := lookup(name); ok {
