@@ -210,8 +210,10 @@ func (m *Manager) execProbe(ctx context.Context, w *worker, timeout time.Duratio
 }
 
 // command is the exec probe's command with $(VAR) references to the
-// container's static env expanded, as the kubelet's
-// ExpandContainerCommandOnlyStatic; computed once per worker.
+// container's env expanded, as the kubelet's
+// ExpandContainerCommandOnlyStatic: each name has its last entry's Value,
+// which is empty for a valueFrom variable (not resolved here); computed
+// once per worker.
 func (w *worker) command() []string {
 	if w.cmd == nil {
 		w.cmd = expandCommand(w.probe.Exec.Command, w.container.Env)
@@ -222,7 +224,7 @@ func (w *worker) command() []string {
 func expandCommand(cmd []string, env []v1.EnvVar) []string {
 	lookup := func(name string) (string, bool) {
 		for i := len(env) - 1; i >= 0; i-- {
-			if env[i].Name == name && env[i].ValueFrom == nil {
+			if env[i].Name == name {
 				return env[i].Value, true
 			}
 		}

@@ -328,11 +328,32 @@ func TestFailureEvents(t *testing.T) {
 func TestExpandCommand(t *testing.T) {
 	env := []v1.EnvVar{{Name: "PORT", Value: "8080"}, {Name: "SECRET", ValueFrom: &v1.EnvVarSource{}}}
 	got := expandCommand([]string{"curl", "localhost:$(PORT)/$(SECRET)/$(NONE)", "$$(PORT)", "a$b", "$(PORT"}, env)
-	want := []string{"curl", "localhost:8080/$(SECRET)/$(NONE)", "$(PORT)", "a$b", "$(PORT"}
+	want := []string{"curl", "localhost:8080//$(NONE)", "$(PORT)", "a$b", "$(PORT"}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("arg %d: %q, want %q", i, got[i], want[i])
 		}
+	}
+}
+
+func TestExpandCommandGivesValueFromVariablesTheirEmptyValue(t *testing.T) {
+	from := &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}
+	cases := []struct {
+		name string
+		env  []v1.EnvVar
+		want string
+	}{
+		{"a valueFrom variable expands to nothing", []v1.EnvVar{{Name: "TOKEN", ValueFrom: from}}, "t="},
+		{"a later valueFrom entry of a name wins", []v1.EnvVar{{Name: "TOKEN", Value: "a"}, {Name: "TOKEN", ValueFrom: from}}, "t="},
+		{"a later static entry of a name wins", []v1.EnvVar{{Name: "TOKEN", ValueFrom: from}, {Name: "TOKEN", Value: "b"}}, "t=b"},
+		{"an undeclared name stays", nil, "t=$(TOKEN)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := expandCommand([]string{"t=$(TOKEN)"}, tc.env)[0]; got != tc.want {
+				t.Fatalf("%q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
