@@ -104,15 +104,23 @@ type env struct {
 	runner *fakeRunner
 	rec    *recorder
 	m      *Manager
+
+	mu      sync.Mutex
+	updates []Update // read from m.Updates()
 }
 
-// withEnv runs f in a bubble with a running Manager, stopped afterwards.
-func withEnv(t *testing.T, f func(e *env)) {
+// withEnv runs f in a bubble with a running Manager, stopped afterwards;
+// opts adjust the Manager's Config.
+func withEnv(t *testing.T, f func(e *env), opts ...func(*Config)) {
 	synctest.Test(t, func(t *testing.T) {
 		e := &env{t: t, clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 			status: &fakeStatus{m: map[types.UID]*v1.PodStatus{}}, runner: newFakeRunner(), rec: &recorder{}}
-		m, err := New(Config{Status: e.status, Runner: e.runner, Recorder: e.rec, Clock: e.clk,
-			Jitter: func(time.Duration) time.Duration { return 0 }})
+		c := Config{Status: e.status, Runner: e.runner, Recorder: e.rec, Clock: e.clk,
+			Jitter: func(time.Duration) time.Duration { return 0 }}
+		for _, o := range opts {
+			o(&c)
+		}
+		m, err := New(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,17 +131,26 @@ func withEnv(t *testing.T, f func(e *env)) {
 		go func() {
 			for {
 				select {
-				case <-m.Updates():
+				case u := <-m.Updates():
+					e.mu.Lock()
+					e.updates = append(e.updates, u)
+					e.mu.Unlock()
 				case <-ctx.Done():
 					return
 				}
 			}
 		}()
+		defer func() { cancel(); <-done }() // also after a t.Fatal in f
 		synctest.Wait()
 		f(e)
-		cancel()
-		<-done
 	})
+}
+
+// received returns the updates read so far.
+func (e *env) received() []Update {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Update(nil), e.updates...)
 }
 
 // step moves the clock and lets every worker do what is due.

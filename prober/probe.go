@@ -57,11 +57,16 @@ func (m *Manager) probe(ctx context.Context, w *worker, podIP string) (Result, e
 			break
 		}
 	}
+	if ctx.Err() != nil {
+		// Cut short by the worker's stop (pod removed, terminating, Run
+		// ending): the failed request or dial this leaves says nothing
+		// about the container, so no verdict and no event. The kubelet's
+		// stop lets a probe under way finish.
+		return Failure, ctx.Err()
+	}
 	if err != nil {
-		if ctx.Err() == nil {
-			m.log.V(1).Info("Probe errored", "probe", w.typ, "pod", podRef(w.pod), "container", w.container.Name, "err", err.Error())
-			m.event(w, ReasonUnhealthy, "%s probe errored and resulted in %s state: %s", w.typ, o, err)
-		}
+		m.log.V(1).Info("Probe errored", "probe", w.typ, "pod", podRef(w.pod), "container", w.container.Name, "err", err.Error())
+		m.event(w, ReasonUnhealthy, "%s probe errored and resulted in %s state: %s", w.typ, o, err)
 		return Failure, err
 	}
 	switch o {

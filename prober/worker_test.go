@@ -3,6 +3,7 @@ package prober
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -417,4 +418,47 @@ func TestProbesRunAtMostMaxConcurrentAtOnce(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// hangingTransport answers no HTTP request: each waits for its context.
+type hangingTransport struct{}
+
+func (hangingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	<-r.Context().Done()
+	return nil, r.Context().Err()
+}
+
+func TestAProbeCutShortByItsWorkersStopGivesNoVerdict(t *testing.T) {
+	cases := []struct {
+		name string
+		stop func(m *Manager, pod *v1.Pod)
+	}{
+		{"the pod starts terminating", func(m *Manager, pod *v1.Pod) { m.StopLivenessAndStartup(pod) }},
+		{"the pod is removed", func(m *Manager, pod *v1.Pod) { m.RemovePod(pod.UID) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			withEnv(t, func(e *env) {
+				p := &v1.Probe{PeriodSeconds: 1, TimeoutSeconds: 10, FailureThreshold: 1,
+					ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(80)}}}
+				pod := podWith("u1", v1.Container{Name: "app", LivenessProbe: p})
+				e.running(pod, "app", "fake://c1", 0, true)
+				e.m.AddPod(pod)
+				e.step(0) // the probe is under way
+				tc.stop(e.m, pod)
+				e.step(0)
+				if n := e.m.Workers(); n != 0 {
+					t.Fatalf("%d workers left", n)
+				}
+				for _, u := range e.received() {
+					if u.Type == Liveness && u.Result == Failure {
+						t.Fatalf("liveness failure reported for a probe cut short: %+v", u)
+					}
+				}
+				if evs := e.rec.list(); len(evs) != 0 {
+					t.Fatalf("events for a probe cut short: %+v", evs)
+				}
+			}, func(c *Config) { c.Transport = hangingTransport{} })
+		})
+	}
 }
