@@ -185,12 +185,14 @@ func (m *Manager) execProbe(ctx context.Context, w *worker, timeout time.Duratio
 		return outcomeUnknown, "", errors.New("exec probes need a runtime that runs commands in containers (runtime.CommandRunner); this one does not")
 	}
 	cmd := w.command()
-	// The runtime enforces timeout; this bounds a runtime that does not.
-	ctx, cancel := context.WithTimeout(ctx, timeout+2*time.Minute)
+	// The runtime enforces timeout; this bounds a runtime that does not,
+	// and its end is a timeout too (as the kubelet's CRI client makes of a
+	// call past its deadline), not an error to retry.
+	bounded, cancel := context.WithTimeout(ctx, timeout+2*time.Minute)
 	defer cancel()
-	stdout, stderr, code, err := m.runner.ExecSync(ctx, w.cid, cmd, timeout)
+	stdout, stderr, code, err := m.runner.ExecSync(bounded, w.cid, cmd, timeout)
 	if err != nil {
-		if errors.Is(err, runtime.ErrExecTimeout) {
+		if errors.Is(err, runtime.ErrExecTimeout) || (bounded.Err() != nil && ctx.Err() == nil) {
 			return outcomeFailure, fmt.Sprintf("command %q timed out", strings.Join(cmd, " ")), nil
 		}
 		return outcomeUnknown, "", err

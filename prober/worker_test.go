@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -459,6 +460,58 @@ func TestAProbeCutShortByItsWorkersStopGivesNoVerdict(t *testing.T) {
 					t.Fatalf("events for a probe cut short: %+v", evs)
 				}
 			}, func(c *Config) { c.Transport = hangingTransport{} })
+		})
+	}
+}
+
+// stuckRunner runs commands that never end, in a runtime that does not
+// enforce the timeout: ExecSync returns only once its context ends.
+type stuckRunner struct {
+	mu    sync.Mutex
+	calls int
+	err   func(ctx context.Context) error
+}
+
+func (s *stuckRunner) ExecSync(ctx context.Context, _ runtime.ContainerID, _ []string, _ time.Duration) ([]byte, []byte, int, error) {
+	s.mu.Lock()
+	s.calls++
+	s.mu.Unlock()
+	<-ctx.Done()
+	return nil, nil, 0, s.err(ctx)
+}
+
+func TestAnExecProbeOutlivingTheProbersBoundTimesOut(t *testing.T) {
+	cases := []struct {
+		name string
+		err  func(ctx context.Context) error
+	}{
+		{"the runtime returns the context's error", func(ctx context.Context) error { return ctx.Err() }},
+		{"the runtime returns an error of its own", func(context.Context) error { return errors.New("rpc error: code = Unknown") }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &stuckRunner{err: tc.err}
+			withEnv(t, func(e *env) {
+				p := execProbe("check")
+				p.FailureThreshold = 1
+				pod := podWith("u1", v1.Container{Name: "app", LivenessProbe: p})
+				e.running(pod, "app", "fake://c1", 0, true)
+				e.m.AddPod(pod)
+				e.step(0)
+				time.Sleep(time.Second + 2*time.Minute + time.Second) // past the prober's bound: timeout + 2 minutes
+				synctest.Wait()
+				if got := e.result(Liveness, "fake://c1"); got != Failure {
+					t.Errorf("liveness %v, want Failure", got)
+				}
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if r.calls != 1 {
+					t.Errorf("command run %d times, want once", r.calls)
+				}
+				if evs := e.rec.list(); len(evs) != 1 || !strings.Contains(evs[0].message, `probe failed: command "check" timed out`) {
+					t.Errorf("events %+v, want one saying the command timed out", evs)
+				}
+			}, func(c *Config) { c.Runner = r })
 		})
 	}
 }
