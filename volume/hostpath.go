@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -30,9 +29,8 @@ func checkHostPath(hp *v1.HostPathVolumeSource) error {
 		want, expected = "Directory", "directory"
 	case v1.HostPathFileOrCreate:
 		if !exists {
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
+			// As the kubelet's makeFile, the parent directory is not
+			// created: a missing one fails the volume.
 			f, err := os.OpenFile(p, os.O_CREATE|os.O_RDONLY, 0o644)
 			if err != nil {
 				return err

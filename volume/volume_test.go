@@ -271,11 +271,13 @@ func TestHostPathTypes(t *testing.T) {
 		{name: "DirectoryOrCreate on a file fails", path: file, typ: typ(v1.HostPathDirectoryOrCreate), wantErr: "hostPath type check failed: " + file + " is not a directory, it's a File"},
 		{name: "Directory exists", path: dir, typ: typ(v1.HostPathDirectory)},
 		{name: "Directory missing fails", path: filepath.Join(dir, "nope"), typ: typ(v1.HostPathDirectory), wantErr: "is not a directory, unable to determine its type"},
-		{name: "FileOrCreate creates", path: filepath.Join(dir, "made/file"), typ: typ(v1.HostPathFileOrCreate), check: func(t *testing.T) {
-			info, err := os.Stat(filepath.Join(dir, "made/file"))
+		{name: "FileOrCreate creates", path: filepath.Join(dir, "made"), typ: typ(v1.HostPathFileOrCreate), check: func(t *testing.T) {
+			info, err := os.Stat(filepath.Join(dir, "made"))
 			require.NoError(t, err)
 			require.True(t, info.Mode().IsRegular())
 		}},
+		{name: "FileOrCreate does not create a missing parent directory", path: filepath.Join(dir, "nodir/file"), typ: typ(v1.HostPathFileOrCreate),
+			wantErr: "open " + filepath.Join(dir, "nodir/file") + ": no such file or directory"},
 		{name: "File on a directory fails", path: dir, typ: typ(v1.HostPathFile), wantErr: "is not a file, it's a Directory"},
 		{name: "Socket on a file fails", path: file, typ: typ(v1.HostPathSocket), wantErr: "is not a socket file, it's a File"},
 		{name: "CharDevice /dev/null", path: "/dev/null", typ: typ(v1.HostPathCharDev)},
