@@ -15,6 +15,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,18 +34,35 @@ type figure struct {
 	// stays in memory, with its goroutines, until the process exits): its
 	// rounds run after every other figure's, which it would otherwise slow.
 	lingers bool
+	// workScale multiplies -work for a figure whose operation is so cheap
+	// that work/N of them measure for a millisecond or two, within the
+	// process's own noise (the PLEG's steady relist: 65 µs at 1,000 pods).
+	workScale int
 }
 
 type sample struct{ ns, cpu, bytes, allocs float64 }
 
 func main() {
 	testing.Init()
-	rounds := flag.Int("rounds", 5, "interleaved rounds; medians are reported")
+	rounds := flag.Int("rounds", 9, "interleaved rounds; medians are reported")
 	sizes := flag.String("sizes", "100,1000,10000", "numbers of pods")
 	work := flag.Int("work", 20000, "pods handled per benchmark and round: a benchmark at N pods runs work/N operations (at least -min-ops)")
 	minOps := flag.Int("min-ops", 10, "operations per benchmark and round at least")
 	only := flag.String("run", "", "run only the figures whose name matches this regular expression")
+	side := flag.String("side", "", "run only this side, kubelet or nodekit, and report nothing: for profiles")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	// The kubelet logs through klog; at -v=0 (the default) nothing below
 	// is written, as in a kubelet run without -v.
@@ -108,6 +126,12 @@ func main() {
 					if r%2 == 1 { // alternate which side runs first
 						order = []int{1, 0}
 					}
+					switch *side {
+					case "kubelet":
+						order = []int{0}
+					case "nodekit":
+						order = []int{1}
+					}
 					got := results[f.name][n]
 					for _, side := range order {
 						// A fixed number of operations per N: the setup each
@@ -117,7 +141,7 @@ func main() {
 						// setup, its caches cold, weighed on the median
 						// (PLEG steady relist at 10,000 pods: 1.2-1.5 ms
 						// a relist with 3, 0.74-0.78 ms with 20).
-						_ = flag.Set("test.benchtime", fmt.Sprintf("%dx", max(*minOps, *work/n)))
+						_ = flag.Set("test.benchtime", fmt.Sprintf("%dx", max(*minOps, *work*max(1, f.workScale)/n)))
 						runtime.GC()
 						res := testing.Benchmark(sides[side](n))
 						if res.N == 0 {
@@ -137,6 +161,9 @@ func main() {
 			}
 		}
 	}
+	if *side != "" {
+		return
+	}
 	report(os.Stdout, figs, ns, results, *rounds, *work, *minOps)
 }
 
@@ -150,6 +177,25 @@ func median(ss []sample, get func(sample) float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// growth is the median and range of the per-round ratios of CPU time per
+// operation, large over small.
+func growth(small, large []sample) string {
+	n := min(len(small), len(large))
+	if n == 0 {
+		return "–"
+	}
+	r := make([]sample, n)
+	for i := range r {
+		r[i].cpu = large[i].cpu / small[i].cpu
+	}
+	get := func(s sample) float64 { return s.cpu }
+	lo, hi := r[0].cpu, r[0].cpu
+	for _, x := range r {
+		lo, hi = min(lo, x.cpu), max(hi, x.cpu)
+	}
+	return fmt.Sprintf("%.1f× (%.1f–%.1f)", median(r, get), lo, hi)
 }
 
 func report(w io.Writer, figs []figure, ns []int, results map[string]map[int][2][]sample, rounds, work, minOps int) {
@@ -167,7 +213,7 @@ func report(w io.Writer, figs []figure, ns []int, results map[string]map[int][2]
 		return fmt.Sprintf("%.2f", a/b)
 	}
 
-	fmt.Fprintf(w, "Ratios nodekit/kubelet, CPU time · bytes · allocations per operation (medians of %d interleaved rounds of max(%d, %d/N) operations each):\n\n", rounds, minOps, work)
+	fmt.Fprintf(w, "Ratios nodekit/kubelet, CPU time · bytes · allocations per operation (medians of %d interleaved rounds of max(%d, %d/N) operations each, 10 times as many for the PLEG's steady relist):\n\n", rounds, minOps, work)
 	fmt.Fprint(w, "| figure |")
 	for _, n := range ns {
 		fmt.Fprintf(w, " N=%d |", n)
@@ -189,14 +235,13 @@ func report(w io.Writer, figs []figure, ns []int, results map[string]map[int][2]
 	}
 
 	if len(ns) > 1 {
-		fmt.Fprintf(w, "\nGrowth of CPU time per operation from N=%d to N=%d (linear is %.0f×):\n\n", ns[len(ns)-2], ns[len(ns)-1], float64(ns[len(ns)-1])/float64(ns[len(ns)-2]))
+		fmt.Fprintf(w, "\nGrowth of CPU time per operation from N=%d to N=%d (linear is %.0f×): the median of the rounds' ratios, each of two measurements taken one after the other, which cancels the machine's drift between rounds; the rounds' lowest and highest in brackets:\n\n", ns[len(ns)-2], ns[len(ns)-1], float64(ns[len(ns)-1])/float64(ns[len(ns)-2]))
 		fmt.Fprintln(w, "| figure | kubelet | nodekit |")
 		fmt.Fprintln(w, "|---|---|---|")
 		a, b := ns[len(ns)-2], ns[len(ns)-1]
 		for _, f := range figs {
 			s := results[f.name]
-			fmt.Fprintf(w, "| %s | %.1f× | %.1f× |\n", f.what,
-				median(s[b][0], getCPU)/median(s[a][0], getCPU), median(s[b][1], getCPU)/median(s[a][1], getCPU))
+			fmt.Fprintf(w, "| %s | %s | %s |\n", f.what, growth(s[a][0], s[b][0]), growth(s[a][1], s[b][1]))
 		}
 	}
 
@@ -224,7 +269,7 @@ func figures() []figure {
 			kubelet: kubeletApiserverOneChange(kubeletAPISides{}), nodekit: nodekitApiserverOneChange, lingers: true},
 		{name: "pleg/first", what: "PLEG first relist (nodekit: default inspection)", kubelet: kubeletRelistFirst, nodekit: nodekitRelistFirst(0)},
 		{name: "pleg/first-serial", what: "PLEG first relist, nodekit serial inspection", kubelet: kubeletRelistFirst, nodekit: nodekitRelistFirst(1)},
-		{name: "pleg/steady", what: "PLEG steady relist", kubelet: kubeletRelistSteady, nodekit: nodekitRelistSteady},
+		{name: "pleg/steady", what: "PLEG steady relist", kubelet: kubeletRelistSteady, nodekit: nodekitRelistSteady, workScale: 10},
 		{name: "podworkers/round", what: "pod workers, one UpdatePod round", kubelet: kubeletWorkersRound, nodekit: nodekitWorkersRound},
 	}
 }

@@ -2,7 +2,7 @@
 # Runs the comparison of nodekit with the kubelet (this module) and writes
 # its tables into docs/performance.md, between the markers of its section.
 #
-#   bash bench/run.sh            # 5 rounds at N=100,1000,10000; updates the doc
+#   bash bench/run.sh            # 9 rounds at N=100,1000,10000; updates the doc
 #   bash bench/run.sh -rounds 1 -sizes 100 -run podconfig   # a quick look, doc untouched
 #   bash bench/run.sh -vet       # vet the module only (as CI does)
 #
