@@ -125,6 +125,8 @@ type Manager struct {
 
 	// memo keeps the statuses that no longer change (see statusMemo).
 	memo *statusMemo
+	// lists decodes the full listings against the last ones.
+	lists *listCodec
 
 	podCgroups atomic.Pointer[PodCgroups]
 	// creating counts sandboxes being made per pod (see sweepPodCgroups).
@@ -145,7 +147,7 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 	if err := setDefaults(&c); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: c, clock: c.Clock, log: c.Log, killed: map[types.UID]struct{}{}, memo: newStatusMemo()}
+	m := &Manager{cfg: c, clock: c.Clock, log: c.Log, killed: map[types.UID]struct{}{}, memo: newStatusMemo(), lists: newListCodec()}
 	if c.PodCgroups != nil {
 		m.SetPodCgroups(c.PodCgroups)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -41,15 +42,18 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 	defer cancel()
 	sbReq := &runtimeapi.ListPodSandboxRequest{}
 	cReq := &runtimeapi.ListContainersRequest{}
-	if !all {
+	var opts []grpc.CallOption
+	if all {
+		opts = []grpc.CallOption{m.lists.callOption()}
+	} else {
 		sbReq.Filter = &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}
 		cReq.Filter = &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
 	}
-	sbs, err := m.rt.ListPodSandbox(ctx, sbReq)
+	sbs, err := m.rt.ListPodSandbox(ctx, sbReq, opts...)
 	if err != nil {
 		return nil, wrapErr("ListPodSandbox", err)
 	}
-	cs, err := m.rt.ListContainers(ctx, cReq)
+	cs, err := m.rt.ListContainers(ctx, cReq, opts...)
 	if err != nil {
 		return nil, wrapErr("ListContainers", err)
 	}
