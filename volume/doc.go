@@ -4,8 +4,11 @@
 //   - hostPath: the type (DirectoryOrCreate, Directory, FileOrCreate, File,
 //     Socket, CharDevice, BlockDevice) checked, with the kubelet's messages;
 //   - emptyDir: a world-writable directory under the pod's, or a tmpfs for
-//     medium Memory (size sizeLimit), mounted once and unmounted at TearDown;
-//     a node that cannot mount gets a clear error;
+//     medium Memory, mounted once and unmounted at TearDown; a node that
+//     cannot mount gets a clear error. A tmpfs (secret and projected ones
+//     too) is as large as the kubelet makes it: the node's allocatable
+//     memory (Config.NodeAllocatable), the pod's memory limit if lower, an
+//     emptyDir's sizeLimit if lower still;
 //   - configMap, secret, downwardAPI and projected (configMap, secret,
 //     downwardAPI, serviceAccountToken through the TokenRequest API): files
 //     written with the kubelet's atomic-writer layout (a timestamped

@@ -14,9 +14,12 @@ import (
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/cm"
 )
 
 // ErrUnsupported is wrapped for a volume type the Manager does not set up.
@@ -212,7 +215,7 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 		return err
 	}
 	if vol.EmptyDir != nil {
-		return m.setUpEmptyDir(dir, vol.EmptyDir)
+		return m.setUpEmptyDir(pod, dir, vol.EmptyDir)
 	}
 	payload, err := m.payload(ctx, pod, vol)
 	if err != nil {
@@ -240,7 +243,7 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 	// An unchanged volume was written on its tmpfs (gone with it, ..data
 	// would be too), so the mount is checked only when writing.
 	if (vol.Secret != nil || vol.Projected != nil) && !m.cfg.SecretsOnDisk {
-		if err := m.ensureTmpfs(dir, 0); err != nil {
+		if err := m.ensureTmpfs(dir, m.memorySize(pod, nil)); err != nil {
 			return fmt.Errorf("%w (volume.Config.SecretsOnDisk keeps secrets on disk where tmpfs cannot be mounted)", err)
 		}
 	}
@@ -257,18 +260,14 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 	return nil
 }
 
-func (m *Manager) setUpEmptyDir(dir string, ed *v1.EmptyDirVolumeSource) error {
+func (m *Manager) setUpEmptyDir(pod *v1.Pod, dir string, ed *v1.EmptyDirVolumeSource) error {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return err
 	}
 	switch ed.Medium {
 	case v1.StorageMediumDefault:
 	case v1.StorageMediumMemory:
-		var size int64
-		if ed.SizeLimit != nil && !ed.SizeLimit.IsZero() {
-			size = ed.SizeLimit.Value()
-		}
-		if err := m.ensureTmpfs(dir, size); err != nil {
+		if err := m.ensureTmpfs(dir, m.memorySize(pod, ed.SizeLimit)); err != nil {
 			return fmt.Errorf("emptyDir medium Memory: %w", err)
 		}
 	default:
@@ -276,6 +275,35 @@ func (m *Manager) setUpEmptyDir(dir string, ed *v1.EmptyDirVolumeSource) error {
 	}
 	// Any user of the pod may write its emptyDir, whatever the umask.
 	return os.Chmod(dir, 0o777)
+}
+
+// memorySize is the size of a memory-backed volume's tmpfs, as the kubelet's
+// calculateEmptyDirMemorySize (SizeMemoryBackedVolumes, GA in v1.32): the
+// node's allocatable memory, lowered to the pod's memory limit (its cgroup's,
+// cm.PodResources) if it has one, and to the volume's sizeLimit if set and
+// lower still. 0 (the kernel's default, half the node's memory) only when
+// none is known. The tmpfs's pages count against the pod's memory limit
+// either way; the size keeps a write beyond it an ENOSPC, not an OOM kill.
+func (m *Manager) memorySize(pod *v1.Pod, sizeLimit *resource.Quantity) int64 {
+	var size int64
+	if m.cfg.NodeAllocatable != nil {
+		if q, ok := m.cfg.NodeAllocatable()[v1.ResourceMemory]; ok && q.Sign() > 0 {
+			size = q.Value()
+		}
+	}
+	lower := func(v int64) {
+		if v > 0 && (size == 0 || v <= size) {
+			size = v
+		}
+	}
+	// The cfs period only shapes the cpu quota, not read here.
+	if r := cm.PodResources(pod, 100000, 0); r.Memory != nil {
+		lower(*r.Memory)
+	}
+	if sizeLimit != nil {
+		lower(sizeLimit.Value())
+	}
+	return size
 }
 
 // ensureTmpfs makes dir a tmpfs of at most size bytes (0: the kernel's

@@ -342,6 +342,66 @@ func TestEmptyDir(t *testing.T) {
 	})
 }
 
+// TestMemoryBackedVolumeSize: a memory-backed volume's tmpfs is as large as
+// the kubelet makes it: the node's allocatable memory, the pod's memory
+// limit if lower, the emptyDir's sizeLimit if lower still.
+func TestMemoryBackedVolumeSize(t *testing.T) {
+	mi := func(n int64) *resource.Quantity { return resource.NewQuantity(n<<20, resource.BinarySI) }
+	memEmptyDir := func(limit *resource.Quantity) v1.Volume {
+		return v1.Volume{Name: "shm", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: limit}}}
+	}
+	secret := v1.Volume{Name: "sec", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec"}}}
+	noLimit := func(p *v1.Pod) { p.Spec.Containers[0].Resources = v1.ResourceRequirements{} }
+	podLimit := func(n int64) func(p *v1.Pod) {
+		return func(p *v1.Pod) {
+			noLimit(p)
+			p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: *mi(n)}}
+		}
+	}
+	cases := []struct {
+		name        string
+		vol         v1.Volume
+		pod         func(*v1.Pod)
+		allocatable *resource.Quantity // nil: unknown
+		want        int64
+	}{
+		{"an emptyDir without sizeLimit is the pod's memory limit", memEmptyDir(nil), nil, mi(1024), 64 << 20},
+		{"a sizeLimit below the pod's limit is the size", memEmptyDir(mi(32)), nil, mi(1024), 32 << 20},
+		{"a sizeLimit above the pod's limit is the pod's limit", memEmptyDir(mi(128)), nil, mi(1024), 64 << 20},
+		{"a pod without a memory limit gets the node's allocatable memory", memEmptyDir(nil), noLimit, mi(1024), 1024 << 20},
+		{"a pod-level memory limit is the pod's limit", memEmptyDir(nil), podLimit(48), mi(1024), 48 << 20},
+		{"a pod's limit above allocatable is allocatable", memEmptyDir(nil), nil, mi(16), 16 << 20},
+		{"a sizeLimit above allocatable is allocatable", memEmptyDir(mi(128)), noLimit, mi(16), 16 << 20},
+		{"without limits or allocatable the kernel's default", memEmptyDir(nil), noLimit, nil, 0},
+		{"without allocatable, the sizeLimit", memEmptyDir(mi(8)), noLimit, nil, 8 << 20},
+		{"a secret's tmpfs is the pod's memory limit", secret, nil, mi(1024), 64 << 20},
+		{"a secret's tmpfs without a pod limit is allocatable", secret, noLimit, mi(1024), 1024 << 20},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			api := objectstest.New()
+			api.Set(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "sec"}, Data: map[string][]byte{"k": []byte("v")}})
+			fm := &fakeMounter{mounted: map[string]int64{}}
+			cfg := volume.Config{PodsRoot: t.TempDir(), Mounter: fm,
+				Objects: objects.New(objects.Config{ConfigMaps: api.ConfigMaps, Secrets: api.Secrets, TTL: 1})}
+			if tc.allocatable != nil {
+				cfg.NodeAllocatable = func() v1.ResourceList { return v1.ResourceList{v1.ResourceMemory: *tc.allocatable} }
+			}
+			m, err := volume.New(cfg)
+			require.NoError(t, err)
+			pod := podWith(tc.vol)
+			if tc.pod != nil {
+				tc.pod(pod)
+			}
+			require.NoError(t, m.SetUp(context.Background(), pod))
+			dir, err := m.HostPath(pod, &pod.Spec.Volumes[0])
+			require.NoError(t, err)
+			require.Equal(t, map[string]int64{dir: tc.want}, fm.mounted)
+			require.NoError(t, m.TearDown(pod.UID))
+		})
+	}
+}
+
 func TestRealTmpfs(t *testing.T) {
 	dir := t.TempDir()
 	m := volume.SystemMounter{}
@@ -488,7 +548,8 @@ func TestSecretsLiveOnTmpfs(t *testing.T) {
 		e := newEnv(t)
 		require.NoError(t, e.m.SetUp(context.Background(), pod))
 		require.NoError(t, e.m.SetUp(context.Background(), pod))
-		require.Equal(t, map[string]int64{e.dir(t, pod, 0): 0, e.dir(t, pod, 1): 0}, e.mounter.mounted, "mounted once each")
+		// of the pod's memory limit (see TestMemoryBackedVolumeSize)
+		require.Equal(t, map[string]int64{e.dir(t, pod, 0): 64 << 20, e.dir(t, pod, 1): 64 << 20}, e.mounter.mounted, "mounted once each")
 		require.Equal(t, map[string]string{"password": "hunter2 0644"}, files(t, e.dir(t, pod, 0)))
 		require.NoError(t, e.m.TearDown(pod.UID))
 		require.Empty(t, e.mounter.mounted)
