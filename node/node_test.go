@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -694,6 +695,72 @@ func TestKubeletEndpointPort(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := start(t, nodetest.New(), func(c *node.Config) { c.KubeletPort = tc.port })
 				assert.Equal(t, tc.want, e.node().Status.DaemonEndpoints.KubeletEndpoint.Port)
+			})
+		})
+	}
+}
+
+// An extended resource a cluster operator advertises by patching the Node's
+// status (kubectl patch --subresource=status) stays, as the kubelet keeps
+// the capacity entries it does not set.
+func TestOthersExtendedResourcesAreKept(t *testing.T) {
+	dongle := v1.ResourceName("example.com/dongle")
+	for _, tc := range []struct {
+		name     string
+		resource v1.ResourceName
+		existing bool // on the Node before registration, rather than patched after
+		provider bool
+		kept     bool
+	}{
+		{name: "patched extended resource kept", resource: dongle, kept: true},
+		{name: "extended resource of an existing node kept", resource: dongle, existing: true, kept: true},
+		{name: "patched extended resource kept under a provider's capacity", resource: dongle, provider: true, kept: true},
+		{name: "kubernetes.io resource not kept", resource: "kubernetes.io/foo"},
+		{name: "native resource not kept", resource: "hugepages-2Mi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := nodetest.New()
+				if tc.existing {
+					api.PutNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+						Status: v1.NodeStatus{Capacity: v1.ResourceList{tc.resource: resource.MustParse("4")}}})
+				}
+				p := &fakeProvider{}
+				e := start(t, api, func(c *node.Config) {
+					if tc.provider {
+						c.Provider = p
+					}
+				})
+				if tc.provider {
+					p.mu.Lock()
+					cb := p.cb
+					p.mu.Unlock()
+					cb(&v1.Node{Status: v1.NodeStatus{Capacity: v1.ResourceList{
+						v1.ResourceCPU: resource.MustParse("64"), v1.ResourceMemory: resource.MustParse("1Ti"), v1.ResourcePods: resource.MustParse("500")}}})
+					synctest.Wait()
+				}
+				if !tc.existing {
+					n := e.node()
+					n.Status.Capacity = maps.Clone(n.Status.Capacity)
+					n.Status.Capacity[tc.resource] = resource.MustParse("4")
+					api.PutNode(n)
+				}
+				advance(5 * time.Minute) // the next report reads the Node again after the conflict
+				n := e.node()
+				c, inCap := n.Status.Capacity[tc.resource]
+				a, inAlloc := n.Status.Allocatable[tc.resource]
+				require.Equal(t, tc.kept, inCap, "in capacity: %v", n.Status.Capacity)
+				require.Equal(t, tc.kept, inAlloc, "in allocatable: %v", n.Status.Allocatable)
+				if tc.kept {
+					assert.Equal(t, "4", c.String())
+					assert.Equal(t, "4", a.String())
+				}
+				cpu := n.Status.Capacity[v1.ResourceCPU]
+				want := "4"
+				if tc.provider {
+					want = "64"
+				}
+				assert.Equal(t, want, cpu.String(), "the controller's own capacity still set")
 			})
 		})
 	}

@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -50,6 +52,7 @@ func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now 
 			st.Addresses = provided.Status.Addresses
 		}
 	}
+	st.Capacity, st.Allocatable = keepExtendedResources(old.Capacity, st.Capacity, st.Allocatable)
 
 	var notReady []string
 	if rt := c.cfg.Runtime; rt != nil {
@@ -113,6 +116,47 @@ func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now 
 	}
 	st.Conditions = conds
 	return &st
+}
+
+// keepExtendedResources returns capacity and allocatable with the extended
+// resources of old (the Node's capacity) that capacity lacks added, each
+// allocatable as its capacity: a cluster operator advertises such a
+// resource by patching the Node's status, and the kubelet, which updates
+// the capacity it finds rather than replacing it, keeps it. capacity and
+// allocatable are not modified; they are returned as they are when nothing
+// is added.
+func keepExtendedResources(old, capacity, allocatable v1.ResourceList) (v1.ResourceList, v1.ResourceList) {
+	cloned := false
+	for name, q := range old {
+		if _, ok := capacity[name]; ok || !isExtendedResourceName(name) {
+			continue
+		}
+		if !cloned {
+			capacity, allocatable = maps.Clone(capacity), maps.Clone(allocatable)
+			if capacity == nil {
+				capacity = v1.ResourceList{}
+			}
+			if allocatable == nil {
+				allocatable = v1.ResourceList{}
+			}
+			cloned = true
+		}
+		capacity[name] = q.DeepCopy()
+		allocatable[name] = q.DeepCopy()
+	}
+	return capacity, allocatable
+}
+
+// isExtendedResourceName is the kubelet's v1helper.IsExtendedResourceName:
+// a name with a domain outside kubernetes.io, not "requests."-prefixed,
+// that makes a valid quota name.
+func isExtendedResourceName(name v1.ResourceName) bool {
+	s := string(name)
+	if !strings.Contains(s, "/") || strings.Contains(s, v1.ResourceDefaultNamespacePrefix) ||
+		strings.HasPrefix(s, v1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+s)) == 0
 }
 
 // joinErrors formats messages as utilerrors.NewAggregate does: one as it
