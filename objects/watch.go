@@ -79,6 +79,11 @@ func (c *Cache) startWatch(k key, e *entry, obj any, client func() any) {
 // version seen, or from now after an error such as 410 Gone, which
 // replays the object as it is).
 func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher, rv string) {
+	// One idle check for every watch of k: a check started with each watch
+	// would never come for an object whose watches the server ends sooner
+	// than ten TTLs (an apiserver ends one after 30 to 60 minutes).
+	idle := c.cfg.Clock.NewTicker(10 * c.cfg.TTL)
+	defer idle.Stop()
 	backoff := time.Second
 	for ctx.Err() == nil {
 		wi, err := w.Watch(ctx, metav1.ListOptions{
@@ -88,10 +93,20 @@ func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher,
 		})
 		if err != nil {
 			e.setWatched(false)
-			select {
-			case <-ctx.Done():
-				return
-			case <-c.cfg.Clock.After(backoff):
+			retry := c.cfg.Clock.After(backoff)
+		wait:
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-idle.C():
+					if c.unused(e) {
+						c.drop(k, e)
+						return
+					}
+				case <-retry:
+					break wait
+				}
 			}
 			backoff = min(2*backoff, 30*time.Second)
 			rv = ""
@@ -100,17 +115,13 @@ func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher,
 		backoff = time.Second
 		e.setWatched(true)
 		var stale bool
-		rv, stale = c.consume(ctx, k, e, wi)
+		rv, stale = c.consume(ctx, k, e, wi, idle.C())
 		// The entry stops counting as watched, and an unused one leaves the
 		// cache, before the watch ends: a read that sees the watch gone
 		// must not be served from it.
 		e.setWatched(false)
 		if stale {
-			c.mu.Lock()
-			if c.m[k] == e {
-				delete(c.m, k)
-			}
-			c.mu.Unlock()
+			c.drop(k, e)
 		}
 		wi.Stop()
 		if stale {
@@ -119,21 +130,33 @@ func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher,
 	}
 }
 
+// unused reports whether e went unasked for ten TTLs.
+func (c *Cache) unused(e *entry) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.Clock.Since(e.lastUsed) > 10*c.cfg.TTL
+}
+
+// drop removes e, k's entry, from the cache.
+func (c *Cache) drop(k key, e *entry) {
+	c.mu.Lock()
+	if c.m[k] == e {
+		delete(c.m, k)
+	}
+	c.mu.Unlock()
+}
+
 // consume applies wi's events to e and returns the last resource version
-// seen ("" after an error event), and whether k went unused.
-func (c *Cache) consume(ctx context.Context, k key, e *entry, wi watch.Interface) (string, bool) {
+// seen ("" after an error event), and whether k went unused (checked at
+// each tick of idle).
+func (c *Cache) consume(ctx context.Context, k key, e *entry, wi watch.Interface, idle <-chan time.Time) (string, bool) {
 	rv := ""
-	idle := c.cfg.Clock.NewTicker(10 * c.cfg.TTL)
-	defer idle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return rv, false
-		case <-idle.C():
-			c.mu.Lock()
-			unused := c.cfg.Clock.Since(e.lastUsed) > 10*c.cfg.TTL
-			c.mu.Unlock()
-			if unused {
+		case <-idle:
+			if c.unused(e) {
 				return rv, true
 			}
 		case ev, ok := <-wi.ResultChan():

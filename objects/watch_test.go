@@ -2,6 +2,7 @@ package objects_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/objects"
@@ -142,4 +144,75 @@ func TestAFailingWatchFallsBackToTheTTL(t *testing.T) {
 	api.Set(cm("2"))
 	clk.Step(61 * time.Second)
 	require.Equal(t, "2", value(t, c), "read again after the TTL")
+}
+
+// serverWatch is one watch of watchClient: the test ends it (as a server
+// does) by closing ch; stopped is closed when the cache stops it.
+type serverWatch struct {
+	ch      chan watch.Event
+	stopped chan struct{}
+	once    sync.Once
+}
+
+func (w *serverWatch) ResultChan() <-chan watch.Event { return w.ch }
+func (w *serverWatch) Stop()                          { w.once.Do(func() { close(w.stopped) }) }
+
+// watchClient serves one configMap and hands each watch opened to the test.
+type watchClient struct{ watches chan *serverWatch }
+
+func (c watchClient) Get(context.Context, string, metav1.GetOptions) (*v1.ConfigMap, error) {
+	o := cm("1")
+	o.ResourceVersion = "1"
+	return o, nil
+}
+
+func (c watchClient) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	w := &serverWatch{ch: make(chan watch.Event), stopped: make(chan struct{})}
+	c.watches <- w
+	return w, nil
+}
+
+// An object nobody asks for stops being watched after ten TTLs, also when
+// the server ends each watch sooner than that (an apiserver ends one after
+// 30 to 60 minutes, less than ten TTLs of 5 minutes).
+func TestAnUnusedObjectStopsBeingWatchedWhateverTheServerDoes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// closeEvery is how often the server ends the watch; 0: never.
+		closeEvery time.Duration
+	}{
+		{name: "server keeps the watch"},
+		{name: "server ends the watch every 6 TTLs", closeEvery: 6 * time.Second},
+		{name: "server ends the watch every 3 TTLs", closeEvery: 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := watchClient{watches: make(chan *serverWatch, 1)}
+			clk := clocktesting.NewFakeClock(t0)
+			c := objects.New(objects.Config{
+				ConfigMaps: func(string) objects.ConfigMapGetter { return client },
+				Watch:      true, Clock: clk, TTL: time.Second,
+			})
+			runCache(t, c)
+			require.Equal(t, "1", value(t, c))
+			w := <-client.watches
+			eventually(t, "the idle check", clk.HasWaiters)
+			step := tc.closeEvery
+			if step == 0 {
+				step = 11 * time.Second
+			}
+			// Past ten TTLs unused, the cache stops the watch the server
+			// still serves.
+			for clk.Since(t0)+step <= 10*time.Second {
+				clk.Step(step)
+				close(w.ch)
+				w = <-client.watches
+			}
+			clk.Step(step)
+			select {
+			case <-w.stopped:
+			case <-time.After(10 * time.Second): // only keeps a broken test from hanging
+				t.Fatalf("the watch of an object unused for %v is still open", clk.Since(t0))
+			}
+		})
+	}
 }
