@@ -77,7 +77,7 @@ func (c *Cache) startWatch(k key, e *entry, obj any, client func() any) {
 // watchLoop watches k until ctx ends or k goes unused for ten TTLs,
 // watching again when the server ends a watch (from the last resource
 // version seen, or from now after an error such as 410 Gone, which
-// replays the object as it is).
+// replays the object only if it exists, so the next read reads it again).
 func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher, rv string) {
 	// One idle check for every watch of k: a check started with each watch
 	// would never come for an object whose watches the server ends sooner
@@ -113,9 +113,18 @@ func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher,
 			continue
 		}
 		backoff = time.Second
-		e.setWatched(true)
+		if rv == "" {
+			// From now, the server sends the object only if it exists: one
+			// deleted since it was read must not stay served, so the next
+			// read reads it again.
+			e.mu.Lock()
+			e.obj, e.gone, e.watched = nil, false, true
+			e.mu.Unlock()
+		} else {
+			e.setWatched(true)
+		}
 		var stale bool
-		rv, stale = c.consume(ctx, k, e, wi, idle.C())
+		rv, stale = c.consume(ctx, k, e, wi, idle.C(), rv)
 		// The entry stops counting as watched, and an unused one leaves the
 		// cache, before the watch ends: a read that sees the watch gone
 		// must not be served from it.
@@ -146,11 +155,10 @@ func (c *Cache) drop(k key, e *entry) {
 	c.mu.Unlock()
 }
 
-// consume applies wi's events to e and returns the last resource version
-// seen ("" after an error event), and whether k went unused (checked at
-// each tick of idle).
-func (c *Cache) consume(ctx context.Context, k key, e *entry, wi watch.Interface, idle <-chan time.Time) (string, bool) {
-	rv := ""
+// consume applies wi's events to e, a watch from rv, and returns the last
+// resource version seen (rv if none, "" after an error event), and whether
+// k went unused (checked at each tick of idle).
+func (c *Cache) consume(ctx context.Context, k key, e *entry, wi watch.Interface, idle <-chan time.Time, rv string) (string, bool) {
 	for {
 		select {
 		case <-ctx.Done():

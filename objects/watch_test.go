@@ -157,19 +157,87 @@ type serverWatch struct {
 func (w *serverWatch) ResultChan() <-chan watch.Event { return w.ch }
 func (w *serverWatch) Stop()                          { w.once.Do(func() { close(w.stopped) }) }
 
-// watchClient serves one configMap and hands each watch opened to the test.
-type watchClient struct{ watches chan *serverWatch }
+// watchClient serves one configMap (at resource version 1, until deleted)
+// and hands each watch opened to the test.
+type watchClient struct {
+	watches chan *serverWatch
+	mu      sync.Mutex
+	deleted bool
+	rvs     []string // the resource versions watched from
+}
 
-func (c watchClient) Get(context.Context, string, metav1.GetOptions) (*v1.ConfigMap, error) {
+func newWatchClient() *watchClient { return &watchClient{watches: make(chan *serverWatch, 1)} }
+
+func (c *watchClient) Get(context.Context, string, metav1.GetOptions) (*v1.ConfigMap, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deleted {
+		return nil, apierrors.NewNotFound(v1.Resource("configmaps"), "cm")
+	}
 	o := cm("1")
 	o.ResourceVersion = "1"
 	return o, nil
 }
 
-func (c watchClient) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+func (c *watchClient) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	c.mu.Lock()
+	c.rvs = append(c.rvs, opts.ResourceVersion)
+	c.mu.Unlock()
 	w := &serverWatch{ch: make(chan watch.Event), stopped: make(chan struct{})}
 	c.watches <- w
 	return w, nil
+}
+
+func (c *watchClient) delete() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deleted = true
+}
+
+func (c *watchClient) watchedFrom() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.rvs...)
+}
+
+// A configMap deleted while its watch was down is not served: a watch the
+// server ends is resumed from the last resource version seen (which sends
+// the deletion), and one from now after an error (which sends nothing for
+// an object that is gone) makes the next read read the object again.
+func TestAnObjectDeletedBetweenWatchesIsNotServed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(w *serverWatch)
+		// rv is the resource version the second watch starts from.
+		rv string
+	}{
+		{name: "watch ended by the server resumes", end: func(w *serverWatch) { close(w.ch) }, rv: "1"},
+		{name: "watch ended by 410 Gone starts from now", rv: "", end: func(w *serverWatch) {
+			w.ch <- watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old resource version").ErrStatus}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := newWatchClient()
+			clk := clocktesting.NewFakeClock(t0)
+			c := objects.New(objects.Config{
+				ConfigMaps: func(string) objects.ConfigMapGetter { return client },
+				Watch:      true, Clock: clk,
+			})
+			runCache(t, c)
+			require.Equal(t, "1", value(t, c))
+			w := <-client.watches
+			client.delete()
+			tc.end(w)
+			w = <-client.watches
+			require.Equal(t, []string{"1", tc.rv}, client.watchedFrom())
+			if tc.rv != "" {
+				o := cm("1")
+				o.ResourceVersion = "2"
+				w.ch <- watch.Event{Type: watch.Deleted, Object: o}
+			}
+			eventually(t, "the deletion seen", func() bool { return value(t, c) == "<not found>" })
+		})
+	}
 }
 
 // An object nobody asks for stops being watched after ten TTLs, also when
@@ -186,7 +254,7 @@ func TestAnUnusedObjectStopsBeingWatchedWhateverTheServerDoes(t *testing.T) {
 		{name: "server ends the watch every 3 TTLs", closeEvery: 3 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client := watchClient{watches: make(chan *serverWatch, 1)}
+			client := newWatchClient()
 			clk := clocktesting.NewFakeClock(t0)
 			c := objects.New(objects.Config{
 				ConfigMaps: func(string) objects.ConfigMapGetter { return client },
