@@ -112,10 +112,15 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
+	// The lease loop ends with the status loop, which ends early when the
+	// apiserver refuses the status for good.
+	leaseCtx, stopLease := context.WithCancel(ctx)
+	defer stopLease()
 	if c.cfg.Leases != nil {
-		wg.Go(func() { c.leaseLoop(ctx) })
+		wg.Go(func() { c.leaseLoop(leaseCtx) })
 	}
 	err := c.statusLoop(ctx)
+	stopLease()
 	wg.Wait()
 	return err
 }

@@ -765,3 +765,48 @@ func TestOthersExtendedResourcesAreKept(t *testing.T) {
 		})
 	}
 }
+
+// A status the apiserver refuses for good (forbidden, invalid) ends Run
+// with the apiserver's reason, as its doc says, Lease or not; the Lease
+// stops being renewed with it.
+func TestRunReturnsWhenTheStatusIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		leases bool
+		err    error
+		want   string
+	}{
+		{"forbidden with a lease", true, apierrors.NewForbidden(nodesGR, "n1", errors.New(`node "n2" is not allowed to modify node "n1"`)), "is not allowed to modify"},
+		{"invalid with a lease", true, apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, "n1",
+			field.ErrorList{field.Invalid(field.NewPath("status", "capacity"), "-1", "must be greater than or equal to 0")}), "status.capacity"},
+		{"forbidden without a lease", false, apierrors.NewForbidden(nodesGR, "n1", errors.New(`node "n2" is not allowed to modify node "n1"`)), "is not allowed to modify"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := nodetest.New()
+				pleg := &health{}
+				e := start(t, api, func(c *node.Config) {
+					c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: pleg.check}}
+					if !tc.leases {
+						c.Leases = nil
+					}
+				})
+				api.InjectError("nodes", nodetest.VerbUpdate, tc.err)
+				pleg.set(errors.New("stuck"))
+				select {
+				case err := <-e.done:
+					e.cancel()
+					e.cancel = nil
+					require.Error(t, err)
+					assert.Contains(t, err.Error(), `updating Node "n1"`)
+					assert.Contains(t, err.Error(), tc.want)
+				case <-time.After(time.Minute): // the bubble's clock
+					t.Fatal("Run did not return after the status was refused")
+				}
+				renewals := leaseUpdates(api)
+				advance(time.Minute)
+				assert.Equal(t, renewals, leaseUpdates(api), "no renewal after Run returned")
+			})
+		})
+	}
+}
