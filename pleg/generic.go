@@ -254,31 +254,20 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 	g.items, g.buf = g.items[:0], g.buf[:0]
 	var slab []podRecord
 	var states []ctrState
-	// A first relist counts the listing up front, to size its storage; a
-	// later one counts as it goes, so that it reads each pod once: at
-	// 10,000 pods a listing no longer fits in a core's cache.
-	counted := len(g.records) == 0
-	sandboxes := 0
-	if counted {
-		for _, pod := range pods {
-			if pod != nil {
-				countPod(st, pod)
-				sandboxes += len(pod.Sandboxes)
-			}
-		}
-	}
-	if counted && st.Pods > 0 {
-		// First relist: every pod is new. Size for it instead of growing.
-		n := st.Containers.total() + sandboxes
-		slab = make([]podRecord, st.Pods)
-		states = make([]ctrState, 0, n)
-		g.records = make(map[types.UID]*podRecord, st.Pods)
+	if len(g.records) == 0 && len(pods) > 0 {
+		// First relist: every pod is new. Size for it instead of growing
+		// (events: two per pod to start with). The listing is read once,
+		// in the loop below: at 10,000 pods it no longer fits in a core's
+		// cache, and a pass of its own to count it cost as much again.
+		slab = make([]podRecord, len(pods))
+		g.records = make(map[types.UID]*podRecord, len(pods))
 		if r, ok := g.cache.(reserver); ok {
-			r.Reserve(st.Pods)
+			r.Reserve(len(pods))
 		}
-		g.items = make([]item, 0, st.Pods)
-		g.buf = make([]PodLifecycleEvent, 0, n)
+		g.items = make([]item, 0, len(pods))
+		g.buf = make([]PodLifecycleEvent, 0, 2*len(pods))
 	}
+	sandboxes := 0
 	matched := 0
 	// A runtime lists its pods in the same order from relist to relist
 	// (runtime/cri sorts them): a pod found where the last listing had it
@@ -296,9 +285,8 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 			g.order = append(g.order, nil)
 			continue
 		}
-		if !counted {
-			countPod(st, pod)
-		}
+		countPod(st, pod)
+		sandboxes += len(pod.Sandboxes)
 		var rec *podRecord
 		if i < len(prev) && prev[i] != nil && prev[i].uid == pod.ID {
 			rec = prev[i]
@@ -337,6 +325,10 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 	}
 	clear(g.reinspect)
 
+	if slab != nil {
+		// The records' container states, in one piece.
+		states = make([]ctrState, 0, st.Containers.total()+sandboxes)
+	}
 	if len(g.items) > 0 {
 		g.inspectAll(ctx, st.Timestamp)
 	}
