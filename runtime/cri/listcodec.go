@@ -69,31 +69,39 @@ func (c *listCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Mar
 func (c *listCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch out := v.(type) {
 	case *runtimeapi.ListContainersResponse:
-		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
-		defer buf.Free()
-		c.mu.Lock()
-		list, ok := decodeListing(buf.ReadOnlyData(), c.containers, &c.gen, containerIDField, containerStateField)
-		c.mu.Unlock()
-		if !ok {
-			return proto.Unmarshal(buf.ReadOnlyData(), out)
-		}
-		out.Reset()
-		out.Containers = list
-		return nil
+		return c.unmarshalListing(data, out, func(b []byte) bool {
+			list, ok := decodeListing(b, c.containers, &c.gen, containerIDField, containerStateField)
+			if ok {
+				out.Reset()
+				out.Containers = list
+			}
+			return ok
+		})
 	case *runtimeapi.ListPodSandboxResponse:
-		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
-		defer buf.Free()
-		c.mu.Lock()
-		list, ok := decodeListing(buf.ReadOnlyData(), c.sandboxes, &c.gen, sandboxIDField, sandboxStateField)
-		c.mu.Unlock()
-		if !ok {
-			return proto.Unmarshal(buf.ReadOnlyData(), out)
-		}
-		out.Reset()
-		out.Items = list
-		return nil
+		return c.unmarshalListing(data, out, func(b []byte) bool {
+			list, ok := decodeListing(b, c.sandboxes, &c.gen, sandboxIDField, sandboxStateField)
+			if ok {
+				out.Reset()
+				out.Items = list
+			}
+			return ok
+		})
 	}
 	return c.proto.Unmarshal(data, v)
+}
+
+// unmarshalListing decodes a listing into out with decode, under c.mu, or
+// as protobuf does when decode reports it cannot.
+func (c *listCodec) unmarshalListing(data mem.BufferSlice, out proto.Message, decode func([]byte) bool) error {
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	c.mu.Lock()
+	ok := decode(buf.ReadOnlyData())
+	c.mu.Unlock()
+	if !ok {
+		return proto.Unmarshal(buf.ReadOnlyData(), out)
+	}
+	return nil
 }
 
 // decodeListing decodes a listing's entries (field 1, repeated), reusing the
