@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -56,7 +57,11 @@ type Agent struct {
 
 	// runtimeErr holds why the last runtime check failed, or a nil error.
 	runtimeErr atomic.Pointer[error]
-	started    atomic.Bool
+	// runtimeOK is when the runtime last answered ready and runtimeAnswer
+	// why its last answer was not ready (nil: ready); checkRuntime's own.
+	runtimeOK     time.Time
+	runtimeAnswer error
+	started       atomic.Bool
 	// runOnce is set by RunOnce, before it syncs: no PLEG runs then.
 	runOnce bool
 }
@@ -361,15 +366,24 @@ func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodCo
 	return nil
 }
 
-// checkRuntime records whether the runtime reports ready.
+// checkRuntime records whether the runtime reports ready. As the kubelet's
+// runtime state, a failed Status call leaves the last answer standing: the
+// runtime counts as down only once it has not answered ready for
+// RuntimeDownAfter (or before its first answer), so one slow or failed call
+// does not stop every pod's sync.
 func (a *Agent) checkRuntime(ctx context.Context) {
-	var err error
 	st, serr := a.cfg.Runtime.Status(ctx)
+	now := a.cfg.Clock.Now()
 	switch {
 	case serr != nil:
-		err = fmt.Errorf("runtime status: %w", serr)
 	case !st.Ready():
-		err = fmt.Errorf("runtime not ready: %+v", st.Conditions)
+		a.runtimeAnswer = fmt.Errorf("runtime not ready: %+v", st.Conditions)
+	default:
+		a.runtimeAnswer, a.runtimeOK = nil, now
+	}
+	err := a.runtimeAnswer
+	if serr != nil && (a.runtimeOK.IsZero() || !a.runtimeOK.Add(a.cfg.RuntimeDownAfter).After(now)) {
+		err = fmt.Errorf("runtime status: %w", serr)
 	}
 	if was := *a.runtimeErr.Load(); a.node != nil && (was == nil) != (err == nil) {
 		a.node.Trigger() // readiness changed: report it now

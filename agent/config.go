@@ -111,6 +111,13 @@ type Config struct {
 	// RuntimeCheckPeriod is how often the runtime's Status is checked; while
 	// it is not ready no pod is synced. Default 5s.
 	RuntimeCheckPeriod time.Duration
+	// RuntimeDownAfter is how long the runtime may go without a ready
+	// answer to Status before it counts as down (no pod is synced, and the
+	// node, unless Node sets its own, reports "container runtime is
+	// down"); until then a failed Status call leaves the last answer
+	// standing, as the kubelet's runtime state does. Default 30s, the
+	// kubelet's maxWaitForContainerRuntime.
+	RuntimeDownAfter time.Duration
 	// CrashLoopBackOffInitial and CrashLoopBackOffMax bound the restart
 	// back-off of crashing containers. Defaults 10s and 300s.
 	CrashLoopBackOffInitial, CrashLoopBackOffMax time.Duration
@@ -201,7 +208,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("Runtime is required: %w", ErrInvalidConfig)
 	}
 	for _, d := range []time.Duration{c.FileCheckFrequency, c.HTTPCheckFrequency, c.SyncFrequency, c.SyncErrorBackOff,
-		c.RelistPeriod, c.StreamingRelistPeriod, c.RuntimeCheckPeriod, c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, c.ShutdownTimeout} {
+		c.RelistPeriod, c.StreamingRelistPeriod, c.RuntimeCheckPeriod, c.RuntimeDownAfter, c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, c.ShutdownTimeout} {
 		if d < 0 {
 			return fmt.Errorf("negative duration %v: %w", d, ErrInvalidConfig)
 		}
@@ -222,6 +229,7 @@ func (c *Config) setDefaults() error {
 	def(&c.SyncFrequency, time.Minute)
 	def(&c.SyncErrorBackOff, 10*time.Second)
 	def(&c.RelistPeriod, time.Second)
+	def(&c.RuntimeDownAfter, 30*time.Second)
 	def(&c.RuntimeCheckPeriod, 5*time.Second)
 	def(&c.CrashLoopBackOffInitial, 10*time.Second)
 	def(&c.CrashLoopBackOffMax, 300*time.Second)

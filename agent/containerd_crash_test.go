@@ -128,8 +128,8 @@ func crashState(t *testing.T, m *cri.Manager) map[types.UID]crashPodState {
 // brings it back, and keeps it down for 30 s once: no pod may end up with
 // two ready sandboxes, no running container may be recreated, every pod
 // must reach Running; while containerd is down the node reports NotReady
-// (runtime not ready), the pods are not killed, and a pod added meanwhile
-// starts once it is back.
+// (runtime down, once RuntimeDownAfter has passed), the pods are not
+// killed, and a pod added meanwhile starts once it is back.
 func TestContainerdCrashes(t *testing.T) {
 	cd := startCrashContainerd(t)
 	ctx := context.Background()
@@ -142,7 +142,10 @@ func TestContainerdCrashes(t *testing.T) {
 	api := nodetest.New()
 	c := Config{NodeName: "n1", Runtime: m, Sources: []string{src}, TerminateOnExit: true,
 		ShutdownTimeout: 30 * time.Second, RelistPeriod: time.Second, RuntimeCheckPeriod: time.Second,
-		SyncFrequency: 5 * time.Second, SyncErrorBackOff: time.Second,
+		// down (NotReady, no syncs) 5 s after the last ready answer, not the
+		// kubelet's 30 s, so that the 30 s outage below shows it
+		RuntimeDownAfter: 5 * time.Second,
+		SyncFrequency:    5 * time.Second, SyncErrorBackOff: time.Second,
 		CrashLoopBackOffInitial: time.Second, CrashLoopBackOffMax: 2 * time.Second,
 		Node: &node.Config{Nodes: api.Nodes(), Leases: api.Leases(), UpdateFrequency: 500 * time.Millisecond}}
 	r := start(t, c)

@@ -33,6 +33,9 @@ func (a *Agent) newNode() (*node.Controller, error) {
 	if nc.Clock == nil {
 		nc.Clock = c.Clock
 	}
+	if nc.RuntimeDownAfter == 0 {
+		nc.RuntimeDownAfter = c.RuntimeDownAfter
+	}
 	if nc.Log.GetSink() == nil {
 		nc.Log = c.Log.WithName("node")
 	}

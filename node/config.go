@@ -156,6 +156,12 @@ type Config struct {
 	RenewInterval time.Duration
 	// RequestTimeout bounds each apiserver call. Default 10s.
 	RequestTimeout time.Duration
+	// RuntimeDownAfter is how long the runtime may go without a ready
+	// answer to Status before the node reports "container runtime is
+	// down"; until then a failed Status call leaves its last answer
+	// standing, as the kubelet's runtime state does. Default 30s, the
+	// kubelet's maxWaitForContainerRuntime.
+	RuntimeDownAfter time.Duration
 
 	// Clock drives every timer. Default the real clock.
 	Clock clock.Clock
@@ -198,7 +204,7 @@ func (c *Config) setDefaults() error {
 	if c.KubeletPort < 0 && c.KubeletPort != NoKubeletPort {
 		return fmt.Errorf("negative KubeletPort %d: %w", c.KubeletPort, ErrInvalidConfig)
 	}
-	for _, d := range []time.Duration{c.UpdateFrequency, c.ReportFrequency, c.LeaseDuration, c.RenewInterval, c.RequestTimeout} {
+	for _, d := range []time.Duration{c.UpdateFrequency, c.ReportFrequency, c.LeaseDuration, c.RenewInterval, c.RequestTimeout, c.RuntimeDownAfter} {
 		if d < 0 {
 			return fmt.Errorf("negative duration %v: %w", d, ErrInvalidConfig)
 		}
@@ -221,6 +227,7 @@ func (c *Config) setDefaults() error {
 	def(&c.LeaseDuration, 40*time.Second)
 	def(&c.RenewInterval, c.LeaseDuration/4)
 	def(&c.RequestTimeout, 10*time.Second)
+	def(&c.RuntimeDownAfter, 30*time.Second)
 	if c.LeaseDuration < time.Second {
 		return fmt.Errorf("LeaseDuration %v below 1s: %w", c.LeaseDuration, ErrInvalidConfig)
 	}

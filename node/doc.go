@@ -10,8 +10,10 @@
 // conditions are the kubelet's: MemoryPressure, DiskPressure, PIDPressure
 // (from an optional PressureSource) and Ready, last, with reason
 // KubeletReady or KubeletNotReady and the kubelet's messages for a runtime
-// or network that is not ready, a runtime that does not answer and failed
-// health checks (the PLEG's). lastTransitionTime moves only when a
+// or network that is not ready, a runtime that has not answered ready for
+// RuntimeDownAfter (30s; a failed Status call leaves the last answer
+// standing, as the kubelet's runtime state) and failed health checks (the
+// PLEG's). lastTransitionTime moves only when a
 // condition's status does. Another goroutine renews the Lease in
 // kube-node-lease every RenewInterval (10s, a quarter of its 40s duration),
 // owned by the Node, recreated when deleted; failed calls back off from

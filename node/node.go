@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // The back-off of failed apiserver calls: the lease controller's, 200ms
@@ -55,6 +57,10 @@ type Controller struct {
 
 	// Owned by the status loop.
 	lastReport time.Time
+	// runtimeStatus is the runtime's last answer to Status and runtimeOK
+	// when it last answered ready (the kubelet's runtime state).
+	runtimeStatus *runtime.RuntimeStatus
+	runtimeOK     time.Time
 	// Owned by the lease loop.
 	lease *coordinationv1.Lease
 }

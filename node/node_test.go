@@ -282,9 +282,6 @@ func TestConditionTransitions(t *testing.T) {
 			func(k knobs) {
 				k.rt.SetCondition(runtime.RuntimeCondition{Type: runtime.NetworkReady, Status: false, Reason: "NetworkPluginNotReady", Message: "cni config uninitialized"})
 			}},
-		{"runtime status failing says the runtime is down", v1.NodeReady, v1.ConditionFalse, "KubeletNotReady",
-			"container runtime is down",
-			func(k knobs) { require.NoError(t, k.rt.SetFailureRate("Status", 1)) }},
 		{"unhealthy PLEG makes the node NotReady", v1.NodeReady, v1.ConditionFalse, "KubeletNotReady",
 			"PLEG is not healthy: pleg was last seen active 3m0s ago; threshold is 3m0s",
 			func(k knobs) { k.pleg.set(errors.New("pleg was last seen active 3m0s ago; threshold is 3m0s")) }},
@@ -337,6 +334,59 @@ func TestConditionTransitions(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestRuntimeIsDownOnlyAfterRuntimeDownAfter: as the kubelet's runtime
+// state, a failed Status call leaves the runtime's last answer standing;
+// the node says the runtime is down once it has not answered ready for
+// RuntimeDownAfter (30s).
+func TestRuntimeIsDownOnlyAfterRuntimeDownAfter(t *testing.T) {
+	ready := func(t *testing.T, e *env) v1.NodeCondition {
+		t.Helper()
+		return cond(e.node(), v1.NodeReady)
+	}
+	t.Run("failures shorter than 30s leave the node Ready, longer ones make it NotReady, an answer makes it Ready", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := start(t, nodetest.New(), nil)
+			advance(30 * time.Second)
+			require.Equal(t, v1.ConditionTrue, ready(t, e).Status)
+
+			require.NoError(t, e.rt.SetFailureRate("Status", 1))
+			advance(15 * time.Second)
+			assert.Equal(t, v1.ConditionTrue, ready(t, e).Status, "15s of failed calls: the last answer stands")
+			advance(30 * time.Second)
+			got := ready(t, e)
+			assert.Equal(t, v1.ConditionFalse, got.Status)
+			assert.Equal(t, "container runtime is down", got.Message)
+
+			require.NoError(t, e.rt.SetFailureRate("Status", 0))
+			advance(10 * time.Second)
+			assert.Equal(t, v1.ConditionTrue, ready(t, e).Status, "ready again at the next answer")
+		})
+	})
+	t.Run("a not-ready answer stands while calls fail, and is joined by down after 30s", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := start(t, nodetest.New(), nil)
+			advance(30 * time.Second)
+			e.rt.SetCondition(runtime.RuntimeCondition{Type: runtime.RuntimeReady, Status: false, Reason: "R", Message: "M"})
+			advance(10 * time.Second)
+			require.NoError(t, e.rt.SetFailureRate("Status", 1))
+			advance(10 * time.Second)
+			assert.Equal(t, "container runtime not ready: RuntimeReady=false reason:R message:M", ready(t, e).Message)
+			advance(30 * time.Second)
+			assert.Equal(t, "[container runtime is down, container runtime not ready: RuntimeReady=false reason:R message:M]", ready(t, e).Message)
+		})
+	})
+	t.Run("a runtime that never answered has not completed its check", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			e := start(t, api, func(c *node.Config) { require.NoError(t, c.Runtime.(*fake.Runtime).SetFailureRate("Status", 1)) })
+			advance(10 * time.Second)
+			got := ready(t, e)
+			assert.Equal(t, v1.ConditionFalse, got.Status)
+			assert.Equal(t, "container runtime status check may not have completed yet", got.Message)
+		})
+	})
 }
 
 func TestReportFrequency(t *testing.T) {
