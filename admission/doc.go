@@ -5,7 +5,11 @@
 // wins, and the agent fails the pod with that reason in its status.
 //
 // The built-in checks of the agent are handlers here: MaxPods (reason
-// OutOfpods), DenyHostNamespaces and DenyPrivileged. A custom check is a
+// OutOfpods), DenyHostNamespaces, DenyPrivileged and GeneralPredicates,
+// the kubelet's predicate admit handler (resources against the Node's
+// allocatable, node selector and affinity, node name, host ports,
+// NoExecute taints, OS; reasons OutOfcpu, NodeAffinity, ...), which the
+// agent adds when it registers a Node. A custom check is a
 // PodAdmitHandlerFunc. agent.Config.AdmitHandlers takes the ordered list;
 // see the Examples.
 package admission

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
@@ -81,6 +82,7 @@ type (
 // New checks c, fills its defaults and builds the agent's parts. Nothing
 // runs until Run.
 func New(c Config) (*Agent, error) {
+	defaultAdmission := c.AdmitHandlers == nil
 	if err := c.setDefaults(); err != nil {
 		return nil, err
 	}
@@ -108,6 +110,9 @@ func New(c Config) (*Agent, error) {
 			return nil, err
 		}
 		nodes = a.node // the registered Node, without a request
+		if defaultAdmission {
+			a.cfg.AdmitHandlers = append(a.cfg.AdmitHandlers, admission.GeneralPredicates(a.node.SharedNode))
+		}
 	}
 	a.status, err = status.NewManager(status.Config{
 		PodClient:      c.StatusClient,

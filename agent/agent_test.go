@@ -13,11 +13,14 @@ import (
 
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/node/nodetest"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
@@ -303,6 +306,14 @@ func TestAdmission(t *testing.T) {
 	privileged.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: ptr.To(true)}
 	hostNet := newPod("hostnet", v1.RestartPolicyAlways, "c")
 	hostNet.Spec.HostNetwork = true
+	hugeCPU := newPod("huge", v1.RestartPolicyAlways, "c")
+	hugeCPU.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100000")}
+	elsewhere := newPod("elsewhere", v1.RestartPolicyAlways, "c")
+	elsewhere.Spec.NodeSelector = map[string]string{"zone": "nowhere"}
+	withNode := func(c *Config) {
+		api := nodetest.New()
+		c.Node = &node.Config{Nodes: api.Nodes(), Leases: api.Leases()}
+	}
 
 	tests := []struct {
 		name   string
@@ -323,6 +334,9 @@ func TestAdmission(t *testing.T) {
 				return admission.PodAdmitResult{Admit: true}
 			}))
 		}, newPod("second", v1.RestartPolicyAlways, "c"), "NotOnThisNode"},
+		{"with a Node, a pod beyond its cpu rejected, as by the kubelet", withNode, hugeCPU, "OutOfcpu"},
+		{"with a Node, a pod whose node selector it does not match rejected", withNode, elsewhere, "NodeAffinity"},
+		{"without a Node, resources are not checked", nil, hugeCPU, ""},
 		{"empty handler list admits beyond MaxPods", func(c *Config) {
 			c.MaxPods, c.AdmitHandlers = 1, []admission.PodAdmitHandler{}
 		}, newPod("second", v1.RestartPolicyAlways, "c"), ""},
@@ -335,6 +349,9 @@ func TestAdmission(t *testing.T) {
 				tt.mutate(&c)
 			}
 			r := start(t, c)
+			if n := r.a.Node(); n != nil {
+				waitFor(t, "the Node registered", func() bool { return n.SharedNode() != nil })
+			}
 			first := newPod("first", v1.RestartPolicyAlways, "c")
 			first.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
 			r.set(first, tt.pod)

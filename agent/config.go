@@ -139,8 +139,12 @@ type Config struct {
 	// AdmitHandlers decide, in order, whether a new pod may run; the first
 	// refusal fails the pod with its reason and message (see package
 	// admission). nil: DefaultAdmitHandlers, the built-in checks from
-	// MaxPods, DenyHostNamespaces and DenyPrivileged. To add a check, append
-	// it to DefaultAdmitHandlers(c); a non-nil list is used as it is.
+	// MaxPods, DenyHostNamespaces and DenyPrivileged, then, with Node,
+	// admission.GeneralPredicates on the registered Node (resources, node
+	// affinity and name, host ports, NoExecute taints, OS), as the
+	// kubelet's; pods admitted before the Node is registered are not
+	// checked against it. To add a check, append it to
+	// DefaultAdmitHandlers(c); a non-nil list is used as it is.
 	AdmitHandlers []admission.PodAdmitHandler
 
 	// ContainerGCPeriod is how often dead containers are collected when the

@@ -63,6 +63,13 @@ func SharesToWeight(shares uint64) uint64 {
 	return 1 + ((shares-2)*9999)/262142
 }
 
+// PodRequest is what the pod requests of a resource, as the kubelet's
+// PodRequests (see podTotals); cpu in millicores, others in their unit.
+func PodRequest(pod *v1.Pod, name v1.ResourceName) int64 {
+	total, _ := podTotals(pod, name, false)
+	return total
+}
+
 // podTotals is a resource's pod-wide amount as the kubelet's PodRequests
 // and PodLimits (k8s.io/component-helpers/resource, pod-level resources
 // on) compute it: a pod-level value (spec.resources, KEP-2837) for cpu or

@@ -152,6 +152,11 @@ func (c *Controller) Node() *v1.Node {
 	return nil
 }
 
+// SharedNode returns the Node as the apiserver last returned it, or nil
+// before registration, without a copy: read only. Admission checks pods
+// against it (admission.GeneralPredicates).
+func (c *Controller) SharedNode() *v1.Node { return c.current() }
+
 // Get returns the registered Node without asking the apiserver, so that a
 // Controller can stand in for a Nodes client of status.Manager (mirror
 // pods' owner references). Before registration it fails.

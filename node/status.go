@@ -11,8 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -128,7 +128,7 @@ func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now 
 func keepExtendedResources(old, capacity, allocatable v1.ResourceList) (v1.ResourceList, v1.ResourceList) {
 	cloned := false
 	for name, q := range old {
-		if _, ok := capacity[name]; ok || !isExtendedResourceName(name) {
+		if _, ok := capacity[name]; ok || !podutil.IsExtendedResourceName(name) {
 			continue
 		}
 		if !cloned {
@@ -145,18 +145,6 @@ func keepExtendedResources(old, capacity, allocatable v1.ResourceList) (v1.Resou
 		allocatable[name] = q.DeepCopy()
 	}
 	return capacity, allocatable
-}
-
-// isExtendedResourceName is the kubelet's v1helper.IsExtendedResourceName:
-// a name with a domain outside kubernetes.io, not "requests."-prefixed,
-// that makes a valid quota name.
-func isExtendedResourceName(name v1.ResourceName) bool {
-	s := string(name)
-	if !strings.Contains(s, "/") || strings.Contains(s, v1.ResourceDefaultNamespacePrefix) ||
-		strings.HasPrefix(s, v1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+s)) == 0
 }
 
 // joinErrors formats messages as utilerrors.NewAggregate does: one as it

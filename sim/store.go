@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -112,6 +113,24 @@ func checkRV(gr schema.GroupResource, name, have, want string) error {
 // --- pods
 
 // defaultPod applies the API defaults nodekit relies on.
+// defaultTolerations is the apiserver's DefaultTolerationSeconds admission
+// plugin: a pod that does not tolerate the not-ready and unreachable
+// NoExecute taints tolerates them for 300 s, so that an agent restarted on
+// a node still tainted admits its pods, as the kubelet does.
+func defaultTolerations(sp *v1.PodSpec) {
+	tolerates := func(key string) bool {
+		return slices.ContainsFunc(sp.Tolerations, func(t v1.Toleration) bool {
+			return (t.Key == key || t.Key == "") && (t.Effect == v1.TaintEffectNoExecute || t.Effect == "")
+		})
+	}
+	for _, key := range []string{v1.TaintNodeNotReady, v1.TaintNodeUnreachable} {
+		if !tolerates(key) {
+			sp.Tolerations = append(sp.Tolerations, v1.Toleration{Key: key, Operator: v1.TolerationOpExists,
+				Effect: v1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)})
+		}
+	}
+}
+
 func defaultPod(p *v1.Pod) {
 	if p.Namespace == "" {
 		p.Namespace = metav1.NamespaceDefault
@@ -129,6 +148,7 @@ func defaultPod(p *v1.Pod) {
 	if sp.SchedulerName == "" {
 		sp.SchedulerName = v1.DefaultSchedulerName
 	}
+	defaultTolerations(sp)
 	for _, cs := range [][]v1.Container{sp.InitContainers, sp.Containers} {
 		for i := range cs {
 			c := &cs[i]
