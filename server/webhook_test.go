@@ -121,6 +121,22 @@ func newCertFor(t *testing.T, subject pkix.Name, ca *tls.Certificate) tls.Certif
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 }
 
+// serveTLS serves s over TLS with the serving certificate, asking for
+// client certificates signed by pool's CAs, until the test ends.
+func serveTLS(t *testing.T, s *server.Server, serving tls.Certificate, pool *x509.CertPool) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Serve(ctx, l, s.Handler(), &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: pool,
+			ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12})
+	}()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	return l
+}
+
 func TestClientCertificateNamesTheUser(t *testing.T) {
 	ca := newCert(t, "test-ca", nil, nil)
 	serving := newCert(t, "n1", nil, &ca)
@@ -132,15 +148,7 @@ func TestClientCertificateNamesTheUser(t *testing.T) {
 	s, err := server.New(server.Config{Pods: podList{testPod()}, Logs: &fileLogs{dir: t.TempDir()},
 		Auth: &server.Auth{Authenticator: server.WebhookAuthenticator(nil), Authorizer: server.WebhookAuthorizer(accessReviews{rv}), NodeName: "n1"}})
 	require.NoError(t, err)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- server.Serve(ctx, l, s.Handler(), &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: pool,
-			ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12})
-	}()
-	defer func() { cancel(); require.NoError(t, <-done) }()
+	l := serveTLS(t, s, serving, pool)
 
 	get := func(certs ...tls.Certificate) int {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs, MinVersion: tls.VersionTLS12}}
@@ -188,15 +196,7 @@ func TestWebhookSubjectAccessReviewCarriesTheUser(t *testing.T) {
 	s, err := server.New(server.Config{Pods: podList{testPod()}, Logs: &fileLogs{dir: t.TempDir()},
 		Auth: &server.Auth{Authenticator: server.WebhookAuthenticator(tokenReviews{rv}), Authorizer: server.WebhookAuthorizer(accessReviews{rv}), NodeName: "n1"}})
 	require.NoError(t, err)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- server.Serve(ctx, l, s.Handler(), &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: pool,
-			ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12})
-	}()
-	defer func() { cancel(); require.NoError(t, <-done) }()
+	l := serveTLS(t, s, serving, pool)
 
 	metrics := &authzv1.ResourceAttributes{Verb: "get", Version: "v1", Resource: "nodes", Subresource: "metrics", Name: "n1"}
 	tests := []struct {
