@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
 )
 
 // objectWatcher is what a client needs for the Watch strategy; client-go's
@@ -93,26 +94,14 @@ func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher,
 		})
 		if err != nil {
 			e.setWatched(false)
-			retry := c.cfg.Clock.After(backoff)
-		wait:
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-idle.C():
-					if c.unused(e) {
-						c.drop(k, e)
-						return
-					}
-				case <-retry:
-					break wait
-				}
+			if !c.wait(ctx, k, e, idle, backoff) {
+				return
 			}
 			backoff = min(2*backoff, 30*time.Second)
 			rv = ""
 			continue
 		}
-		backoff = time.Second
+		started := c.cfg.Clock.Now()
 		if rv == "" {
 			// From now, the server sends the object only if it exists: one
 			// deleted since it was read must not stay served, so the next
@@ -123,18 +112,52 @@ func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher,
 		} else {
 			e.setWatched(true)
 		}
-		var stale bool
-		rv, stale = c.consume(ctx, k, e, wi, idle.C(), rv)
+		end := c.consume(ctx, k, e, wi, idle.C(), rv)
+		short := end.events == 0 && c.cfg.Clock.Since(started) < time.Second
+		rv = end.rv
 		// The entry stops counting as watched, and an unused one leaves the
 		// cache, before the watch ends: a read that sees the watch gone
 		// must not be served from it.
 		e.setWatched(false)
-		if stale {
+		if end.stale {
 			c.drop(k, e)
 		}
 		wi.Stop()
-		if stale {
+		if end.stale {
 			return
+		}
+		// As client-go's reflector: a watch ended by an error event, or
+		// one that ended within a second without an event, is opened
+		// again after the back-off, so that a server refusing every watch
+		// that way is not asked again and again; one that served is
+		// resumed at once.
+		if end.errored || short {
+			if !c.wait(ctx, k, e, idle, backoff) {
+				return
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+	}
+}
+
+// wait waits d before k's next watch, checking at each tick of idle
+// whether k went unused (then dropped). It reports false if the watch loop
+// must end: ctx ended, or k was dropped.
+func (c *Cache) wait(ctx context.Context, k key, e *entry, idle clock.Ticker, d time.Duration) bool {
+	retry := c.cfg.Clock.After(d)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-idle.C():
+			if c.unused(e) {
+				c.drop(k, e)
+				return false
+			}
+		case <-retry:
+			return true
 		}
 	}
 }
@@ -155,25 +178,38 @@ func (c *Cache) drop(k key, e *entry) {
 	c.mu.Unlock()
 }
 
-// consume applies wi's events to e, a watch from rv, and returns the last
-// resource version seen (rv if none, "" after an error event), and whether
-// k went unused (checked at each tick of idle).
-func (c *Cache) consume(ctx context.Context, k key, e *entry, wi watch.Interface, idle <-chan time.Time, rv string) (string, bool) {
+// watchEnd is how a watch ended: rv is the last resource version seen (the
+// watch's own if none, "" after an error event), events how many it
+// delivered, errored whether an error event ended it, stale whether k went
+// unused (checked at each tick of idle).
+type watchEnd struct {
+	rv      string
+	events  int
+	errored bool
+	stale   bool
+}
+
+// consume applies wi's events to e, a watch from rv, until it ends.
+func (c *Cache) consume(ctx context.Context, k key, e *entry, wi watch.Interface, idle <-chan time.Time, rv string) watchEnd {
+	end := watchEnd{rv: rv}
 	for {
 		select {
 		case <-ctx.Done():
-			return rv, false
+			return end
 		case <-idle:
 			if c.unused(e) {
-				return rv, true
+				end.stale = true
+				return end
 			}
 		case ev, ok := <-wi.ResultChan():
 			if !ok {
-				return rv, false
+				return end
 			}
+			end.events++
 			switch ev.Type {
 			case watch.Error:
-				return "", false
+				end.rv, end.errored = "", true
+				return end
 			case watch.Bookmark:
 			case watch.Added, watch.Modified:
 				if !c.wants(k, ev.Object) {
@@ -188,7 +224,7 @@ func (c *Cache) consume(ctx context.Context, k key, e *entry, wi watch.Interface
 				e.mu.Unlock()
 			}
 			if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
-				rv = m.GetResourceVersion()
+				end.rv = m.GetResourceVersion()
 			}
 		}
 	}

@@ -2,10 +2,12 @@ package objects_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
@@ -179,13 +181,17 @@ func (c *watchClient) Get(context.Context, string, metav1.GetOptions) (*v1.Confi
 	return o, nil
 }
 
-func (c *watchClient) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+func (c *watchClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	c.mu.Lock()
 	c.rvs = append(c.rvs, opts.ResourceVersion)
 	c.mu.Unlock()
 	w := &serverWatch{ch: make(chan watch.Event), stopped: make(chan struct{})}
-	c.watches <- w
-	return w, nil
+	select {
+	case c.watches <- w:
+		return w, nil
+	case <-ctx.Done(): // the test no longer takes watches
+		return nil, ctx.Err()
+	}
 }
 
 func (c *watchClient) delete() {
@@ -198,6 +204,87 @@ func (c *watchClient) watchedFrom() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.rvs...)
+}
+
+// nextWatch returns the cache's next watch, stepping the clock a second at
+// a time through the back-off that follows a watch ended at once.
+func nextWatch(t *testing.T, client *watchClient, clk *clocktesting.FakeClock) *serverWatch {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second) // only keeps a broken test from hanging
+	for time.Now().Before(deadline) {
+		select {
+		case w := <-client.watches:
+			return w
+		case <-time.After(10 * time.Millisecond):
+			clk.Step(time.Second)
+		}
+	}
+	t.Fatal("no new watch")
+	return nil
+}
+
+// watchAfter returns the cache's next watch and how much fake time passed
+// before it came, stepping the clock by step at a time.
+func watchAfter(t *testing.T, client *watchClient, clk *clocktesting.FakeClock, step time.Duration) (*serverWatch, time.Duration) {
+	t.Helper()
+	start := clk.Now()
+	deadline := time.Now().Add(10 * time.Second) // only keeps a broken test from hanging
+	for time.Now().Before(deadline) {
+		select {
+		case w := <-client.watches:
+			return w, clk.Since(start)
+		case <-time.After(5 * time.Millisecond):
+			clk.Step(step)
+		}
+	}
+	t.Fatal("no new watch")
+	return nil, 0
+}
+
+// A server that ends every watch at once, or with an error, is asked again
+// after a back-off that doubles (1s, 2s, ...), as client-go's reflector
+// does; a watch that delivered is resumed at once.
+func TestAWatchEndedAtOnceIsRetriedAfterABackOff(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(w *serverWatch)
+	}{
+		{"closed without an event", func(w *serverWatch) { close(w.ch) }},
+		{"ended by an error event", func(w *serverWatch) {
+			w.ch <- watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(errors.New("etcd down")).ErrStatus}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := newWatchClient()
+			clk := clocktesting.NewFakeClock(t0)
+			c := objects.New(objects.Config{
+				ConfigMaps: func(string) objects.ConfigMapGetter { return client },
+				Watch:      true, Clock: clk,
+			})
+			runCache(t, c)
+			require.Equal(t, "1", value(t, c))
+			w := <-client.watches
+			for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+				tc.end(w)
+				<-w.stopped // the cache saw the end before the clock moves
+				var waited time.Duration
+				w, waited = watchAfter(t, client, clk, 100*time.Millisecond)
+				assert.GreaterOrEqual(t, waited, want, "watch %d opened after %v", i+2, waited)
+			}
+
+			// A watch that delivers resets the back-off, and its end is
+			// followed by a new watch at once.
+			o := cm("2")
+			o.ResourceVersion = "2"
+			w.ch <- watch.Event{Type: watch.Modified, Object: o}
+			close(w.ch)
+			select {
+			case <-client.watches:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no new watch at once after one that delivered")
+			}
+		})
+	}
 }
 
 // A configMap deleted while its watch was down is not served: a watch the
@@ -228,7 +315,7 @@ func TestAnObjectDeletedBetweenWatchesIsNotServed(t *testing.T) {
 			w := <-client.watches
 			client.delete()
 			tc.end(w)
-			w = <-client.watches
+			w = nextWatch(t, client, clk)
 			require.Equal(t, []string{"1", tc.rv}, client.watchedFrom())
 			if tc.rv != "" {
 				o := cm("1")
