@@ -223,6 +223,22 @@ func nextWatch(t *testing.T, client *watchClient, clk *clocktesting.FakeClock) *
 	return nil
 }
 
+// startWatchedCache runs a Cache (TTL ttl, 0 for the default) on a
+// watchClient and a fake clock, reads the configMap once and returns the
+// first watch.
+func startWatchedCache(t *testing.T, ttl time.Duration) (*watchClient, *clocktesting.FakeClock, *objects.Cache, *serverWatch) {
+	t.Helper()
+	client := newWatchClient()
+	clk := clocktesting.NewFakeClock(t0)
+	c := objects.New(objects.Config{
+		ConfigMaps: func(string) objects.ConfigMapGetter { return client },
+		Watch:      true, Clock: clk, TTL: ttl,
+	})
+	runCache(t, c)
+	require.Equal(t, "1", value(t, c))
+	return client, clk, c, <-client.watches
+}
+
 // watchAfter returns the cache's next watch and how much fake time passed
 // before it came, stepping the clock by step at a time.
 func watchAfter(t *testing.T, client *watchClient, clk *clocktesting.FakeClock, step time.Duration) (*serverWatch, time.Duration) {
@@ -255,15 +271,7 @@ func TestAWatchEndedAtOnceIsRetriedAfterABackOff(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client := newWatchClient()
-			clk := clocktesting.NewFakeClock(t0)
-			c := objects.New(objects.Config{
-				ConfigMaps: func(string) objects.ConfigMapGetter { return client },
-				Watch:      true, Clock: clk,
-			})
-			runCache(t, c)
-			require.Equal(t, "1", value(t, c))
-			w := <-client.watches
+			client, clk, _, w := startWatchedCache(t, 0)
 			for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
 				tc.end(w)
 				<-w.stopped // the cache saw the end before the clock moves
@@ -304,15 +312,7 @@ func TestAnObjectDeletedBetweenWatchesIsNotServed(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client := newWatchClient()
-			clk := clocktesting.NewFakeClock(t0)
-			c := objects.New(objects.Config{
-				ConfigMaps: func(string) objects.ConfigMapGetter { return client },
-				Watch:      true, Clock: clk,
-			})
-			runCache(t, c)
-			require.Equal(t, "1", value(t, c))
-			w := <-client.watches
+			client, clk, c, w := startWatchedCache(t, 0)
 			client.delete()
 			tc.end(w)
 			w = nextWatch(t, client, clk)
@@ -341,15 +341,7 @@ func TestAnUnusedObjectStopsBeingWatchedWhateverTheServerDoes(t *testing.T) {
 		{name: "server ends the watch every 3 TTLs", closeEvery: 3 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client := newWatchClient()
-			clk := clocktesting.NewFakeClock(t0)
-			c := objects.New(objects.Config{
-				ConfigMaps: func(string) objects.ConfigMapGetter { return client },
-				Watch:      true, Clock: clk, TTL: time.Second,
-			})
-			runCache(t, c)
-			require.Equal(t, "1", value(t, c))
-			w := <-client.watches
+			client, clk, _, w := startWatchedCache(t, time.Second)
 			eventually(t, "the idle check", clk.HasWaiters)
 			step := tc.closeEvery
 			if step == 0 {
