@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -58,11 +57,9 @@ type Agent struct {
 
 	// runtimeErr holds why the last runtime check failed, or a nil error.
 	runtimeErr atomic.Pointer[error]
-	// runtimeOK is when the runtime last answered ready and runtimeAnswer
-	// why its last answer was not ready (nil: ready); checkRuntime's own.
-	runtimeOK     time.Time
-	runtimeAnswer error
-	started       atomic.Bool
+	// runtime is the runtime's health as checkRuntime last heard it.
+	runtime runtime.State
+	started atomic.Bool
 	// runOnce is set by RunOnce, before it syncs: no PLEG runs then.
 	runOnce bool
 }
@@ -87,6 +84,7 @@ func New(c Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{
+		runtime: runtime.State{DownAfter: c.RuntimeDownAfter},
 		cfg:     c,
 		log:     c.Log,
 		cache:   runtime.NewCache(),
@@ -378,17 +376,17 @@ func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodCo
 // does not stop every pod's sync.
 func (a *Agent) checkRuntime(ctx context.Context) {
 	st, serr := a.cfg.Runtime.Status(ctx)
-	now := a.cfg.Clock.Now()
-	switch {
-	case serr != nil:
-	case !st.Ready():
-		a.runtimeAnswer = fmt.Errorf("runtime not ready: %+v", st.Conditions)
-	default:
-		a.runtimeAnswer, a.runtimeOK = nil, now
+	if serr == nil && st == nil {
+		serr = errors.New("no status")
 	}
-	err := a.runtimeAnswer
-	if serr != nil && (a.runtimeOK.IsZero() || !a.runtimeOK.Add(a.cfg.RuntimeDownAfter).After(now)) {
+	now := a.cfg.Clock.Now()
+	a.runtime.Observe(st, serr, now)
+	var err error
+	switch {
+	case serr != nil && a.runtime.Down(now): // also before a first answer
 		err = fmt.Errorf("runtime status: %w", serr)
+	case !a.runtime.Last().Ready():
+		err = fmt.Errorf("runtime not ready: %+v", a.runtime.Last().Conditions)
 	}
 	if was := *a.runtimeErr.Load(); a.node != nil && (was == nil) != (err == nil) {
 		a.node.Trigger() // readiness changed: report it now

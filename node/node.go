@@ -57,10 +57,8 @@ type Controller struct {
 
 	// Owned by the status loop.
 	lastReport time.Time
-	// runtimeStatus is the runtime's last answer to Status and runtimeOK
-	// when it last answered ready (the kubelet's runtime state).
-	runtimeStatus *runtime.RuntimeStatus
-	runtimeOK     time.Time
+	// runtime is the runtime's health as the status loop last heard it.
+	runtime runtime.State
 	// Owned by the lease loop.
 	lease *coordinationv1.Lease
 }
@@ -95,6 +93,7 @@ func New(c Config) (*Controller, error) {
 			return nil, fmt.Errorf("allocatable %s %s above capacity %s: %w", name, a.String(), cp.String(), ErrInvalidConfig)
 		}
 	}
+	ctl.runtime.DownAfter = c.RuntimeDownAfter
 	ctl.addresses = c.Addresses
 	if len(ctl.addresses) == 0 {
 		ctl.addresses = defaultAddresses(hostname)

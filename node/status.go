@@ -161,25 +161,20 @@ func joinErrors(msgs []string) string {
 func (c *Controller) runtimeState(ctx context.Context, rt runtime.Runtime, st *v1.NodeStatus, old *v1.NodeStatus, notReady []string) []string {
 	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	// As the kubelet's runtime state: a failed Status call leaves the last
-	// answer standing; the runtime is down only once it has not answered
-	// ready for RuntimeDownAfter, so one slow or failed call does not flip
-	// the node to NotReady.
-	if rs, err := rt.Status(cctx); err != nil || rs == nil {
+	// A failed call leaves the last answer standing (runtime.State).
+	rs, err := rt.Status(cctx)
+	if err != nil {
 		c.cfg.Log.V(2).Info("Container runtime status check failed", "err", err)
-	} else {
-		c.runtimeStatus = rs
-		if rc := rs.Condition(runtime.RuntimeReady); rc != nil && rc.Status {
-			c.runtimeOK = c.cfg.Clock.Now()
-		}
 	}
+	now := c.cfg.Clock.Now()
+	c.runtime.Observe(rs, err, now)
 	switch {
-	case c.runtimeOK.IsZero():
+	case c.runtime.NeverReady():
 		notReady = append(notReady, "container runtime status check may not have completed yet")
-	case !c.runtimeOK.Add(c.cfg.RuntimeDownAfter).After(c.cfg.Clock.Now()):
+	case c.runtime.Down(now):
 		notReady = append(notReady, "container runtime is down")
 	}
-	if rs := c.runtimeStatus; rs != nil {
+	if rs := c.runtime.Last(); rs != nil {
 		if rc := rs.Condition(runtime.RuntimeReady); rc == nil || !rc.Status {
 			notReady = append(notReady, "container runtime not ready: "+conditionString(runtime.RuntimeReady, rc))
 		}
