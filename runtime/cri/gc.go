@@ -32,11 +32,11 @@ func (m *Manager) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, a
 	if allSourcesReady {
 		cgroupErr = m.sweepPodCgroups(ctx)
 	}
-	cs, err := m.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{}, m.lists.callOption())
+	cs, err := m.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{}, m.lists.callOptions()...)
 	if err != nil {
 		return wrapErr("ListContainers", err)
 	}
-	sbs, err := m.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}, m.lists.callOption())
+	sbs, err := m.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}, m.lists.callOptions()...)
 	if err != nil {
 		return wrapErr("ListPodSandbox", err)
 	}

@@ -25,6 +25,7 @@ import (
 // The messages it returns are shared between listings: readers only.
 type listCodec struct {
 	proto encoding.CodecV2
+	opts  []grpc.CallOption
 
 	mu         sync.Mutex
 	gen        uint64
@@ -51,15 +52,18 @@ const (
 )
 
 func newListCodec() *listCodec {
-	return &listCodec{
+	c := &listCodec{
 		proto:      encoding.GetCodecV2(grpcproto.Name),
 		containers: map[string]*listedEntry[runtimeapi.Container]{},
 		sandboxes:  map[string]*listedEntry[runtimeapi.PodSandbox]{},
 	}
+	c.opts = []grpc.CallOption{grpc.ForceCodecV2(c)}
+	return c
 }
 
-// callOption makes a call use the codec.
-func (c *listCodec) callOption() grpc.CallOption { return grpc.ForceCodecV2(c) }
+// callOptions make a call use the codec; built once, as a relist makes
+// such calls every second.
+func (c *listCodec) callOptions() []grpc.CallOption { return c.opts }
 
 // Name is protobuf's, so that the call's content type stays application/grpc.
 func (c *listCodec) Name() string { return grpcproto.Name }

@@ -44,7 +44,7 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*runtime.Pod, error)
 	cReq := &runtimeapi.ListContainersRequest{}
 	var opts []grpc.CallOption
 	if all {
-		opts = []grpc.CallOption{m.lists.callOption()}
+		opts = m.lists.callOptions()
 	} else {
 		sbReq.Filter = &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}
 		cReq.Filter = &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
