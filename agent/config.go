@@ -278,7 +278,11 @@ const defaultMaxPods = 110
 
 // DefaultAdmitHandlers returns the built-in admit handlers of c, in the
 // order the agent runs them: MaxPods (110 if unset), then, if set,
-// DenyHostNamespaces and DenyPrivileged.
+// DenyHostNamespaces and DenyPrivileged. The Node's checks are not among
+// them (the Node is known only once New built its controller): with
+// AdmitHandlers nil the agent appends admission.GeneralPredicates itself;
+// a list of one's own adds admission.GeneralPredicates with a func that
+// returns Agent.Node().SharedNode() once New has returned.
 func DefaultAdmitHandlers(c Config) []admission.PodAdmitHandler {
 	maxPods := c.MaxPods
 	if maxPods == 0 {
