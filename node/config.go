@@ -163,6 +163,16 @@ type Config struct {
 	// kubelet's maxWaitForContainerRuntime.
 	RuntimeDownAfter time.Duration
 
+	// OnRepeatedHeartbeatFailure is called when a heartbeat fails again: a
+	// Lease renewal failing (but for a conflict) after a failed attempt,
+	// or a status update failing after a failed one. It is the kubelet's
+	// onRepeatedHeartbeatFailure, where the kubelet closes its clients'
+	// connections so that the next attempt dials afresh instead of
+	// waiting on a dead one (with client-go, close the idle connections of
+	// the clients' transport). Optional. It runs on the controller's
+	// goroutines and must not block.
+	OnRepeatedHeartbeatFailure func()
+
 	// Clock drives every timer. Default the real clock.
 	Clock clock.Clock
 	// Log receives the controller's logs. Default logr.Discard().

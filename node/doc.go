@@ -16,7 +16,10 @@
 // PLEG's). lastTransitionTime moves only when a
 // condition's status does. Another goroutine renews the Lease in
 // kube-node-lease every RenewInterval (10s, a quarter of its 40s duration),
-// owned by the Node, recreated when deleted; failed calls back off from
+// owned by the Node, recreated when deleted; as the kubelet's lease
+// controller, a failed renewal is retried at once, up to five attempts
+// (reading the Lease again after a conflict), then from the Lease read
+// again, five more, before the next interval; failed reads back off from
 // 200ms doubling to 7s. Idle, a node costs the apiserver 360 lease updates
 // and 12 status updates an hour.
 //

@@ -3,12 +3,18 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
+
+// maxLeaseUpdates is how many renewals are attempted in a row before the
+// Lease is read again, and again after that before waiting for the next
+// interval: the kubelet's lease controller's maxUpdateRetries.
+const maxLeaseUpdates = 5
 
 // leaseLoop renews the Lease every RenewInterval, counted from the end of
 // the last renewal, as the kubelet's lease controller.
@@ -21,14 +27,16 @@ func (c *Controller) leaseLoop(ctx context.Context) {
 	}
 }
 
-// syncLease renews the Lease from the last one written, without a read;
-// when that fails (conflict, deleted, an error) it reads or creates the
-// Lease, with back-off while that fails, and renews once more. A failure
-// after that waits for the next interval.
+// syncLease renews the Lease as the kubelet's lease controller does: up to
+// maxLeaseUpdates attempts from the last Lease written, without a read;
+// when they all fail, it reads the Lease (creating it if missing, with
+// back-off while that fails) and, unless it created it, makes up to
+// maxLeaseUpdates attempts from that one. A failure after that waits for
+// the next interval.
 func (c *Controller) syncLease(ctx context.Context) {
 	if c.lease != nil {
-		err := c.updateLease(ctx, c.lease)
-		if err == nil {
+		err := c.retryUpdateLease(ctx, c.lease)
+		if err == nil || ctx.Err() != nil {
 			return
 		}
 		c.cfg.Log.V(2).Info("Failed to renew the lease from the last one written; reading it again", "err", err)
@@ -39,10 +47,35 @@ func (c *Controller) syncLease(ctx context.Context) {
 	}
 	c.lease = lease
 	if !created {
-		if err := c.updateLease(ctx, lease); err != nil && ctx.Err() == nil {
+		if err := c.retryUpdateLease(ctx, lease); err != nil && ctx.Err() == nil {
 			c.cfg.Log.Error(err, "Failed to renew the lease, will retry", "in", c.cfg.RenewInterval)
 		}
 	}
+}
+
+// retryUpdateLease makes up to maxLeaseUpdates attempts to renew base,
+// one after the other, as the kubelet's lease controller: a conflict reads
+// the Lease again (ensureLease, with its back-off) and the next attempt
+// renews that one; any other error is retried at once from the same base,
+// calling OnRepeatedHeartbeatFailure from the second failure on.
+func (c *Controller) retryUpdateLease(ctx context.Context, base *coordinationv1.Lease) error {
+	var err error
+	for i := range maxLeaseUpdates {
+		if err = c.updateLease(ctx, base); err == nil || ctx.Err() != nil {
+			return err
+		}
+		c.cfg.Log.V(2).Info("Failed to renew the lease", "attempt", i+1, "err", err)
+		if apierrors.IsConflict(err) {
+			if base, _ = c.ensureLease(ctx); base == nil {
+				return ctx.Err() // ended while reading
+			}
+			continue
+		}
+		if i > 0 && c.cfg.OnRepeatedHeartbeatFailure != nil {
+			c.cfg.OnRepeatedHeartbeatFailure()
+		}
+	}
+	return fmt.Errorf("failed %d attempts to renew the lease: %w", maxLeaseUpdates, err)
 }
 
 // ensureLease reads the Lease, creating it if missing, retrying with

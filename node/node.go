@@ -342,6 +342,9 @@ func (c *Controller) statusLoop(ctx context.Context) error {
 			if permanent(err) {
 				return fmt.Errorf("node: updating Node %q: %w", c.cfg.NodeName, err)
 			}
+			if wait > 0 && c.cfg.OnRepeatedHeartbeatFailure != nil {
+				c.cfg.OnRepeatedHeartbeatFailure()
+			}
 			wait = nextBackoff(wait)
 			next = min(wait, next)
 			c.cfg.Log.Error(err, "Unable to update node status, will retry", "node", c.cfg.NodeName, "in", next)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -472,8 +473,11 @@ func TestAPIServerErrors(t *testing.T) {
 			api := nodetest.New()
 			start(t, api, nil)
 			api.ClearActions()
-			// The renewal fails, then reading it fails 8 times in a row.
-			api.InjectError("leases", nodetest.VerbUpdate, apierrors.NewInternalError(errors.New("etcd down")))
+			// The renewal fails (all its attempts in a row), then reading
+			// the Lease fails 8 times.
+			for range kubeletLeaseUpdates {
+				api.InjectError("leases", nodetest.VerbUpdate, apierrors.NewInternalError(errors.New("etcd down")))
+			}
 			for range 8 {
 				api.InjectError("leases", nodetest.VerbGet, apierrors.NewInternalError(errors.New("etcd down")))
 			}
@@ -554,6 +558,29 @@ func TestAPIServerErrors(t *testing.T) {
 			advance(400 * time.Millisecond) // attempt 3 succeeds
 			assert.Equal(t, 3, statusUpdates(api))
 			assert.Equal(t, v1.ConditionFalse, cond(e.node(), v1.NodeReady).Status)
+		})
+	})
+	t.Run("a status update failing again calls OnRepeatedHeartbeatFailure", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			pleg := &health{}
+			var repeated atomic.Int32
+			start(t, api, func(c *node.Config) {
+				c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: pleg.check}}
+				c.OnRepeatedHeartbeatFailure = func() { repeated.Add(1) }
+			})
+			for range 3 {
+				api.InjectError("nodes", nodetest.VerbUpdate, apierrors.NewInternalError(errors.New("boom")))
+			}
+			pleg.set(errors.New("stuck"))
+			advance(10 * time.Second) // fails
+			assert.Equal(t, int32(0), repeated.Load(), "a first failure")
+			advance(200 * time.Millisecond) // fails again
+			assert.Equal(t, int32(1), repeated.Load())
+			advance(400 * time.Millisecond) // and again
+			advance(800 * time.Millisecond) // succeeds
+			assert.Equal(t, int32(2), repeated.Load())
+			assert.Equal(t, 4, statusUpdates(api))
 		})
 	})
 	t.Run("registration retries until the apiserver answers", func(t *testing.T) {
