@@ -138,9 +138,17 @@ type Config struct {
 	KubeletPort int32
 	// KubeletVersion is nodeInfo.kubeletVersion. Optional.
 	KubeletVersion string
-	// MaxImages is how many images (largest first) the status lists.
-	// Default 50, as the kubelet's; negative: none.
+	// MaxImages is how many images (largest first) the status lists, the
+	// kubelet's --node-status-max-images. Default (0) 50, as the
+	// kubelet's; negative (the kubelet's -1): every image, no cap. The
+	// kubelet's 0, none, is NoImages, since 0 here is the default.
 	MaxImages int
+	// NoImages lists no images in the status, whatever MaxImages says: the
+	// kubelet's --node-status-max-images=0, which keeps the Node objects
+	// of a large cluster small at the cost of the scheduler's
+	// ImageLocality score (it reads the list). A list the Node carried is
+	// cleared, and the runtime is not asked for its images for the status.
+	NoImages bool
 
 	// UpdateFrequency is how often the status is computed, the kubelet's
 	// nodeStatusUpdateFrequency. Default 10s.

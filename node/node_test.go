@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"sync"
@@ -732,6 +733,55 @@ func TestImages(t *testing.T) {
 		advance(10 * time.Second)
 		assert.Equal(t, 1, statusUpdates(api), "the same images are no change")
 	})
+}
+
+// TestMaxImages: how many images the status lists, as the kubelet's
+// --node-status-max-images (default 50, -1 every image, 0 none).
+func TestMaxImages(t *testing.T) {
+	const kubeletDefault = 50
+	const present = kubeletDefault + 10
+	tests := []struct {
+		name      string
+		maxImages int
+		noImages  bool
+		// listedBefore: the Node exists with a list (an agent restarted
+		// with another setting).
+		listedBefore bool
+		want         int
+	}{
+		{"zero lists the kubelet's default number", 0, false, false, kubeletDefault},
+		{"a positive MaxImages caps the list", 7, false, false, 7},
+		{"negative lists every image, as the kubelet's -1", -1, false, false, present},
+		{"NoImages lists none, as the kubelet's 0", 0, true, false, 0},
+		{"NoImages lists none whatever MaxImages says", -1, true, false, 0},
+		{"NoImages clears the list the Node carried", 0, true, true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var refs []string
+				for i := range present {
+					refs = append(refs, fmt.Sprintf("img-%02d:1", i))
+				}
+				rt, err := fake.New(fake.Config{Images: refs})
+				require.NoError(t, err)
+				api := nodetest.New()
+				if tt.listedBefore {
+					api.PutNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+						Status: v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"old:1"}, SizeBytes: 1}}}})
+				}
+				e := start(t, api, func(c *node.Config) {
+					c.Runtime = rt
+					c.MaxImages, c.NoImages = tt.maxImages, tt.noImages
+				})
+				advance(10 * time.Second)
+				assert.Len(t, e.node().Status.Images, tt.want)
+				if tt.noImages {
+					assert.Zero(t, rt.CallCount("ListImages"), "the runtime is not asked")
+				}
+			})
+		})
+	}
 }
 
 var _ node.LeaseClient = (*nodetest.LeaseClient)(nil)

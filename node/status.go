@@ -186,8 +186,10 @@ func (c *Controller) runtimeState(ctx context.Context, rt runtime.Runtime, st *v
 	if v, err := rt.Version(cctx); err == nil {
 		st.NodeInfo.ContainerRuntimeVersion = runtimeVersion(old.NodeInfo.ContainerRuntimeVersion, rt.Type(), v)
 	}
-	if is, ok := rt.(runtime.ImageService); ok && c.cfg.MaxImages > 0 {
-		if imgs, err := is.ListImages(cctx); err == nil {
+	if is, ok := rt.(runtime.ImageService); ok {
+		if c.cfg.NoImages {
+			st.Images = nil
+		} else if imgs, err := is.ListImages(cctx); err == nil {
 			st.Images = imageList(imgs, old.Images, c.cfg.MaxImages)
 		}
 	}
@@ -210,8 +212,9 @@ func conditionString(t runtime.RuntimeConditionType, rc *runtime.RuntimeConditio
 	return fmt.Sprintf("%s=%t reason:%s message:%s", t, rc.Status, rc.Reason, rc.Message)
 }
 
-// imageList is the node's images, largest first, at most max, each with
-// up to five names; old's slice when nothing changed.
+// imageList is the node's images, largest first, at most max (all if max
+// is negative), each with up to five names; old's slice when nothing
+// changed.
 func imageList(imgs []runtime.Image, old []v1.ContainerImage, max int) []v1.ContainerImage {
 	slices.SortFunc(imgs, func(a, b runtime.Image) int {
 		if c := cmp.Compare(b.Size, a.Size); c != 0 {
@@ -219,7 +222,7 @@ func imageList(imgs []runtime.Image, old []v1.ContainerImage, max int) []v1.Cont
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	if len(imgs) > max {
+	if max >= 0 && len(imgs) > max {
 		imgs = imgs[:max]
 	}
 	names := func(im *runtime.Image) []string {
