@@ -109,6 +109,15 @@
 //     DenyHostNamespaces (and runtime/cri's DenyPrivileged), options the
 //     current kubelet no longer has; by default both are admitted, as by
 //     the kubelet. (agent, runtime/cri)
+//   - Admission makes no request: when a pod's node selector or required
+//     node affinity misses the Node it knows, the kubelet reads the Node
+//     from the apiserver and checks again; the agent does not make a pod
+//     wait for the apiserver. Before registration, such a miss against the
+//     Node the agent would register admits the pod (a Node registered
+//     before may carry labels others gave it); after, the pod is checked
+//     against the Node as the controller last wrote or read it, on which
+//     labels others changed since show only after its next conflict.
+//     (admission, agent)
 //   - The DeadlineExceeded event of activeDeadlineSeconds is recorded once,
 //     when the pod is failed; the kubelet records it at every status
 //     generation past the deadline. (agent)

@@ -58,18 +58,41 @@ const (
 //
 // The first failure is the result, with the kubelet's reason (OutOfcpu,
 // NodeAffinity, ...) and message. node returns the Node as last known; while
-// it returns nil (not registered yet), the pod is admitted unchecked.
+// it returns nil (not registered yet), the pod is admitted unchecked: an
+// agent that registers its Node uses GeneralPredicatesOrInitial.
 func GeneralPredicates(node func() *v1.Node) PodAdmitHandler {
+	return GeneralPredicatesOrInitial(node, nil)
+}
+
+// GeneralPredicatesOrInitial is GeneralPredicates for an agent that
+// registers its Node, as the kubelet's getNodeAnyWay: a pod is checked
+// against registered() once it returns the Node, and before that against
+// initial(), the Node the agent would register
+// (node.Controller.InitialNode: its labels, taints, capacity and
+// allocatable), so that pods admitted before registration are checked
+// too, without waiting for the apiserver. Against the initial Node one
+// check is left out: a spec.nodeSelector or required node affinity it does
+// not match admits the pod, since a Node registered before (an agent
+// restarted) may carry labels others gave it, which the kubelet, on such a
+// miss, reads from the apiserver and the agent does not wait for. initial
+// nil, or returning nil, admits pods unchecked until registration.
+func GeneralPredicatesOrInitial(registered, initial func() *v1.Node) PodAdmitHandler {
 	return PodAdmitHandlerFunc(func(attrs *PodAdmitAttributes) PodAdmitResult {
-		n := node()
-		if n == nil {
-			return PodAdmitResult{Admit: true}
+		if n := registered(); n != nil {
+			return generalPredicates(attrs.Pod, attrs.OtherPods, n, true)
 		}
-		return generalPredicates(attrs.Pod, attrs.OtherPods, n)
+		if initial != nil {
+			if n := initial(); n != nil {
+				return generalPredicates(attrs.Pod, attrs.OtherPods, n, false)
+			}
+		}
+		return PodAdmitResult{Admit: true}
 	})
 }
 
-func generalPredicates(pod *v1.Pod, others []*v1.Pod, node *v1.Node) PodAdmitResult {
+// generalPredicates checks pod against node, its node selector and
+// affinity only if affinity is set.
+func generalPredicates(pod *v1.Pod, others []*v1.Pod, node *v1.Node, affinity bool) PodAdmitResult {
 	nodeOS := node.Labels[v1.LabelOSStable]
 	if nodeOS == "" {
 		nodeOS = goruntime.GOOS
@@ -87,7 +110,7 @@ func generalPredicates(pod *v1.Pod, others []*v1.Pod, node *v1.Node) PodAdmitRes
 	predicate := func(reason, desc string) PodAdmitResult {
 		return PodAdmitResult{Reason: reason, Message: fmt.Sprintf("Predicate %s failed: %s", reason, desc)}
 	}
-	if !matchesNodeAffinity(pod, node) {
+	if affinity && !matchesNodeAffinity(pod, node) {
 		return predicate(ReasonNodeAffinity, descNodeAffinity)
 	}
 	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {

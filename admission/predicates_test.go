@@ -146,3 +146,65 @@ func TestGeneralPredicates(t *testing.T) {
 		assert.True(t, h.Admit(&admission.PodAdmitAttributes{Pod: reqPod("cpu", "100")}).Admit)
 	})
 }
+
+// TestAdmissionBeforeRegistration: GeneralPredicatesOrInitial checks pods
+// against the Node the agent would register until it is registered, as
+// the kubelet's getNodeAnyWay, then against the registered one.
+func TestAdmissionBeforeRegistration(t *testing.T) {
+	initial := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{v1.LabelOSStable: goruntime.GOOS, "zone": "a"}},
+		Spec:       v1.NodeSpec{Taints: []v1.Taint{{Key: "registering", Effect: v1.TaintEffectNoExecute}}},
+		Status:     v1.NodeStatus{Allocatable: rl("cpu", "2", "memory", "4Gi", "pods", "110")},
+	}
+	// The Node as registered: others gave it a label, the registration
+	// taint is gone, more cpu is allocatable.
+	registered := initial.DeepCopy()
+	registered.Labels["disk"] = "ssd"
+	registered.Spec.Taints = nil
+	registered.Status.Allocatable = rl("cpu", "8", "memory", "4Gi", "pods", "110")
+	tolerate := func(p *v1.Pod) {
+		p.Spec.Tolerations = []v1.Toleration{{Key: "registering", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}}
+	}
+	selector := func(kv ...string) func(*v1.Pod) {
+		return func(p *v1.Pod) {
+			tolerate(p)
+			p.Spec.NodeSelector = map[string]string{kv[0]: kv[1]}
+		}
+	}
+	cases := []struct {
+		name       string
+		registered *v1.Node // nil: not registered yet
+		initial    *v1.Node // nil: none known
+		pod        *v1.Pod
+		reason     string // "" admits
+	}{
+		{"before registration, resources are checked against the initial Node", nil, initial,
+			with(reqPod("cpu", "4"), tolerate), "OutOfcpu"},
+		{"before registration, the registration taints are checked", nil, initial, reqPod(), "TaintToleration"},
+		{"before registration, a pod the initial Node fits is admitted", nil, initial, with(reqPod("cpu", "1"), tolerate), ""},
+		{"before registration, a selector the initial Node's labels miss admits (the Node may have more)", nil, initial,
+			with(reqPod(), selector("disk", "ssd")), ""},
+		{"before registration, the OS label is checked", nil, initial,
+			with(reqPod(), func(p *v1.Pod) { tolerate(p); p.Labels = map[string]string{v1.LabelOSStable: "plan9"} }), admission.ReasonOSSelectorMismatch},
+		{"without an initial Node, a pod is admitted unchecked before registration", nil, nil, reqPod("cpu", "4"), ""},
+		{"once registered, the registered Node is checked: its resources", registered, initial, reqPod("cpu", "4"), ""},
+		{"once registered, the registered Node is checked: its labels", registered, initial, with(reqPod(), selector("disk", "hdd")), "NodeAffinity"},
+		{"once registered, the registered Node is checked: a label others gave it", registered, initial, with(reqPod(), selector("disk", "ssd")), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var initialFn func() *v1.Node
+			if tc.initial != nil {
+				initialFn = func() *v1.Node { return tc.initial }
+			}
+			h := admission.GeneralPredicatesOrInitial(func() *v1.Node { return tc.registered }, initialFn)
+			got := h.Admit(&admission.PodAdmitAttributes{Pod: tc.pod})
+			if tc.reason == "" {
+				assert.True(t, got.Admit, "refused: %s: %s", got.Reason, got.Message)
+				return
+			}
+			assert.False(t, got.Admit)
+			assert.Equal(t, tc.reason, got.Reason)
+		})
+	}
+}

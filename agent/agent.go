@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
@@ -109,7 +108,7 @@ func New(c Config) (*Agent, error) {
 		}
 		nodes = a.node // the registered Node, without a request
 		if defaultAdmission {
-			a.cfg.AdmitHandlers = append(a.cfg.AdmitHandlers, admission.GeneralPredicates(a.node.SharedNode))
+			a.cfg.AdmitHandlers = append(a.cfg.AdmitHandlers, nodeAdmitHandler(a.node))
 		}
 	}
 	a.status, err = status.NewManager(status.Config{

@@ -140,10 +140,14 @@ type Config struct {
 	// refusal fails the pod with its reason and message (see package
 	// admission). nil: DefaultAdmitHandlers, the built-in checks from
 	// MaxPods, DenyHostNamespaces and DenyPrivileged, then, with Node,
-	// admission.GeneralPredicates on the registered Node (resources, node
-	// affinity and name, host ports, NoExecute taints, OS), as the
-	// kubelet's; pods admitted before the Node is registered are not
-	// checked against it. To add a check, append it to
+	// admission.GeneralPredicatesOrInitial (resources, node affinity and
+	// name, host ports, NoExecute taints, OS) against the registered Node
+	// and, before registration, the Node the agent would register
+	// (node.Controller.InitialNode: labels, taints, capacity and
+	// allocatable), as the kubelet's; a pod does not wait for the
+	// registration. Without Node (standalone) the Node's checks are not
+	// made: there is no Node to check against (the kubelet, standalone,
+	// checks its initial node). To add a check, append it to
 	// DefaultAdmitHandlers(c); a non-nil list is used as it is.
 	AdmitHandlers []admission.PodAdmitHandler
 
@@ -280,9 +284,10 @@ const defaultMaxPods = 110
 // order the agent runs them: MaxPods (110 if unset), then, if set,
 // DenyHostNamespaces and DenyPrivileged. The Node's checks are not among
 // them (the Node is known only once New built its controller): with
-// AdmitHandlers nil the agent appends admission.GeneralPredicates itself;
-// a list of one's own adds admission.GeneralPredicates with a func that
-// returns Agent.Node().SharedNode() once New has returned.
+// AdmitHandlers nil the agent appends admission.GeneralPredicatesOrInitial
+// itself; a list of one's own adds admission.GeneralPredicatesOrInitial
+// with funcs that return Agent.Node().SharedNode() and
+// Agent.Node().InitialNode(ctx) once New has returned.
 func DefaultAdmitHandlers(c Config) []admission.PodAdmitHandler {
 	maxPods := c.MaxPods
 	if maxPods == 0 {

@@ -40,8 +40,13 @@
 //
 // With Config.Node the agent also registers the Node and keeps its status
 // and Lease (package node): MaxPods is the pods capacity, Ready follows the
-// runtime's status and the PLEG's health, and mirror pods are owned by the
-// registered Node.
+// runtime's status and the PLEG's health, mirror pods are owned by the
+// registered Node, and pods are admitted against the Node's allocatable,
+// labels and taints (admission.GeneralPredicatesOrInitial): before the
+// Node is registered, against the Node the agent would register, as the
+// kubelet checks against its initial node, so a pod neither waits for the
+// apiserver nor goes unchecked. Without Config.Node (standalone) these
+// checks are not made.
 //
 // Everything but the node name and the runtime has a default; every part can
 // be replaced through Config. Without an apiserver client the agent runs

@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/node"
 )
 
@@ -48,3 +50,14 @@ func (a *Agent) newNode() (*node.Controller, error) {
 
 // Node returns the node controller of Config.Node, or nil without one.
 func (a *Agent) Node() *node.Controller { return a.node }
+
+// nodeAdmitHandler is the admit handler of the Node's checks
+// (admission.GeneralPredicatesOrInitial) on ctl: pods are checked against
+// the registered Node and, before registration, against the Node ctl
+// would register (its InitialNode), as the kubelet checks them against its
+// initial node; a pod never waits for the apiserver.
+func nodeAdmitHandler(ctl *node.Controller) admission.PodAdmitHandler {
+	return admission.GeneralPredicatesOrInitial(ctl.SharedNode, func() *v1.Node {
+		return ctl.InitialNode(context.Background())
+	})
+}

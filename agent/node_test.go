@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/nodekit/nodekit/node"
@@ -132,5 +133,77 @@ func TestAgentNodeConfigErrors(t *testing.T) {
 	c.Node = &node.Config{Nodes: nodetest.New().Nodes(), MaxImages: 1, Labels: map[string]string{"bad key": "x"}}
 	if _, err := New(c); !errors.Is(err, node.ErrInvalidConfig) {
 		t.Errorf("bad label: %v, want node.ErrInvalidConfig", err)
+	}
+}
+
+// TestAdmissionBeforeRegistration: pods that arrive before the Node is
+// registered (an apiserver that is not answering yet) are checked against
+// the Node the agent would register, as the kubelet checks them against
+// its initial node, without waiting for the registration.
+func TestAdmissionBeforeRegistration(t *testing.T) {
+	registering := v1.Taint{Key: "example.com/registering", Effect: v1.TaintEffectNoExecute}
+	tolerant := func(p *v1.Pod) *v1.Pod {
+		p.Spec.Tolerations = []v1.Toleration{{Key: registering.Key, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}}
+		return p
+	}
+	requesting := func(p *v1.Pod, cpu string) *v1.Pod {
+		p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}
+		return p
+	}
+	selecting := func(p *v1.Pod, k, v string) *v1.Pod {
+		p.Spec.NodeSelector = map[string]string{k: v}
+		return p
+	}
+	// reserve is a Setter leaving half the cpu capacity allocatable.
+	reserve := func(_ context.Context, st *v1.NodeStatus) error {
+		alloc := st.Allocatable.DeepCopy()
+		q := st.Capacity[v1.ResourceCPU]
+		alloc[v1.ResourceCPU] = *resource.NewMilliQuantity(q.MilliValue()/2, resource.DecimalSI)
+		st.Allocatable = alloc
+		return nil
+	}
+	tests := []struct {
+		name    string
+		setters []node.Setter
+		pod     *v1.Pod
+		reason  string // "" runs
+	}{
+		{"a pod beyond the capacity is rejected", nil, tolerant(requesting(newPod("big", v1.RestartPolicyAlways, "c"), "3")), "OutOfcpu"},
+		{"a pod beyond the allocatable the Setters leave is rejected", []node.Setter{reserve},
+			tolerant(requesting(newPod("half", v1.RestartPolicyAlways, "c"), "1500m")), "OutOfcpu"},
+		{"a pod not tolerating a registration taint is rejected", nil, newPod("intolerant", v1.RestartPolicyAlways, "c"), "TaintToleration"},
+		{"a pod that fits runs", nil, tolerant(requesting(newPod("fits", v1.RestartPolicyAlways, "c"), "1")), ""},
+		{"a pod selecting a label of the agent's runs", nil, tolerant(selecting(newPod("ours", v1.RestartPolicyAlways, "c"), "pool", "blue")), ""},
+		{"a pod selecting a label the Node may have been given runs", nil,
+			tolerant(selecting(newPod("theirs", v1.RestartPolicyAlways, "c"), "disk", "ssd")), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := nodetest.New()
+			api.SetHook(func(_ context.Context, a nodetest.Action) error {
+				if a.Resource == "nodes" {
+					return apierrors.NewServiceUnavailable("apiserver starting")
+				}
+				return nil
+			})
+			rt, _ := fake.New(fake.Config{})
+			c := fastConfig(rt)
+			c.Node = &node.Config{Nodes: api.Nodes(), Leases: api.Leases(),
+				Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")},
+				Labels:   map[string]string{"pool": "blue"}, Taints: []v1.Taint{registering}, Setters: tt.setters}
+			r := start(t, c)
+			r.set(tt.pod)
+			if tt.reason == "" {
+				waitFor(t, "pod running", func() bool { return r.phase(tt.pod.UID) == v1.PodRunning })
+			} else {
+				waitFor(t, "pod failed", func() bool { return r.phase(tt.pod.UID) == v1.PodFailed })
+				if got := r.pod(tt.pod.UID).Status; got.Reason != tt.reason {
+					t.Fatalf("reason %q (%s), want %q", got.Reason, got.Message, tt.reason)
+				}
+			}
+			if r.a.Node().SharedNode() != nil {
+				t.Fatal("the Node was registered: the test is not about admission before registration")
+			}
+		})
 	}
 }

@@ -28,9 +28,11 @@ type RunOnceOptions = syncloop.RunOnceConfig
 // RunOnce is the kubelet's --runonce: it reads the static sources
 // (StaticPodPath and ManifestURL; the apiserver and Config.Sources are not
 // read) until each has delivered its pods once, admits them oldest first
-// (as Run does: MaxPods, privileged, host namespaces), runs each admitted
-// pod until its containers run or it has completed, and returns one result
-// per pod, oldest first. A result's Pod is a copy carrying the status the agent
+// (as Run does: MaxPods, privileged, host namespaces and, with
+// Config.Node, the Node's checks against the Node it would register,
+// which RunOnce does not register), runs each admitted pod until its
+// containers run or it has completed, and returns one result per pod,
+// oldest first. A result's Pod is a copy carrying the status the agent
 // generated; its Err says why the pod did not run (admission, the runtime,
 // or syncloop.ErrPodNotRunning after the retries). The pods are left as
 // they are, running; their statuses are kept (Pods, Status), not sent to an

@@ -70,7 +70,9 @@ type PressureSource interface {
 
 // Setter adjusts a computed status before it is compared with the last one
 // sent; it runs on every computation (every UpdateFrequency), after the
-// defaults and the provider's status, before the conditions. A Setter may
+// defaults and the provider's status, before the conditions, and on every
+// InitialNode (a status without conditions, images or runtime version),
+// never two runs at once. A Setter may
 // replace status's maps and slices but must not modify them in place: they
 // may be shared with the last status sent. An error is logged and the
 // status is sent as the setters left it.

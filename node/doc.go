@@ -31,8 +31,10 @@
 // NotifyNodeStatus); Setters adjust every computed status (allocatable after
 // reservations, for one). A Controller also answers Get for its own Node,
 // so status.Manager can take it as its Nodes for mirror pods' owner
-// references without another request. node/nodetest has a fake apiserver
-// for both clients.
+// references without another request, and InitialNode builds the Node it
+// would register, which admission checks pods against until the Node is
+// registered (the kubelet's initialNode). node/nodetest has a fake
+// apiserver for both clients.
 //
 //	ctl, err := node.New(node.Config{
 //		NodeName: "node-1",

@@ -51,6 +51,9 @@ type Controller struct {
 	regOnce    sync.Once
 	started    atomic.Bool
 
+	// settersMu keeps Setters from running twice at once.
+	settersMu sync.Mutex
+
 	mu       sync.Mutex
 	node     *v1.Node // last known from the apiserver; never modified
 	provided *v1.Node // the provider's last node
@@ -153,7 +156,8 @@ func (c *Controller) Node() *v1.Node {
 
 // SharedNode returns the Node as the apiserver last returned it, or nil
 // before registration, without a copy: read only. Admission checks pods
-// against it (admission.GeneralPredicates).
+// against it, and against InitialNode before registration
+// (admission.GeneralPredicatesOrInitial).
 func (c *Controller) SharedNode() *v1.Node { return c.current() }
 
 // Get returns the registered Node without asking the apiserver, so that a
@@ -251,11 +255,34 @@ func (c *Controller) register(ctx context.Context) error {
 
 // initialNode is the Node to create: labels, taints and a full status.
 func (c *Controller) initialNode(ctx context.Context) *v1.Node {
-	n := &v1.Node{
+	n := c.newNode()
+	n.Status = *c.computeStatus(ctx, &n.Status, c.cfg.Clock.Now())
+	return n
+}
+
+// newNode is the Node to create without a status: name, labels, taints.
+func (c *Controller) newNode() *v1.Node {
+	return &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: c.cfg.NodeName, Labels: maps.Clone(c.labels)},
 		Spec:       v1.NodeSpec{Taints: append([]v1.Taint(nil), c.cfg.Taints...)},
 	}
-	n.Status = *c.computeStatus(ctx, &n.Status, c.cfg.Clock.Now())
+}
+
+// InitialNode returns the Node the controller registers, as far as it is
+// known without asking the runtime or the apiserver: its name, labels (the
+// kubelet's and Config.Labels), taints (Config.Taints), capacity and
+// allocatable (the host's and Config's, the provider's last, then the
+// Setters), addresses, daemon endpoint and nodeInfo; no conditions, images
+// or runtime version. It is the kubelet's initialNode, which the kubelet
+// admits pods against until its Node is registered (getNodeAnyWay):
+// admission.GeneralPredicatesOrInitial takes it for that. Each call
+// builds it afresh, running the Setters (never at the same time as the
+// status loop's run); the Node is read only, its maps may be shared with
+// the controller's.
+func (c *Controller) InitialNode(ctx context.Context) *v1.Node {
+	n := c.newNode()
+	c.setMachineStatus(&n.Status, &v1.NodeStatus{})
+	c.runSetters(ctx, &n.Status)
 	return n
 }
 

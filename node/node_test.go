@@ -688,6 +688,51 @@ func TestSetterAdjustsAllocatable(t *testing.T) {
 	})
 }
 
+// TestInitialNodeIsTheNodeRegistered: InitialNode, which admission checks
+// pods against before registration, has the name, labels, taints,
+// capacity, allocatable (after the Setters) and addresses of the Node the
+// controller then registers.
+func TestInitialNodeIsTheNodeRegistered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := nodetest.New()
+		rt, err := fake.New(fake.Config{})
+		require.NoError(t, err)
+		cfg := baseConfig(api, rt)
+		cfg.Labels = map[string]string{"pool": "blue"}
+		cfg.Taints = []v1.Taint{{Key: "example.com/registering", Effect: v1.TaintEffectNoExecute}}
+		cfg.Allocatable = v1.ResourceList{v1.ResourceMemory: resource.MustParse("6Gi")}
+		setterRuns := 0
+		cfg.Setters = []node.Setter{func(_ context.Context, st *v1.NodeStatus) error {
+			setterRuns++
+			a := st.Allocatable.DeepCopy()
+			a[v1.ResourceCPU] = resource.MustParse("3500m")
+			st.Allocatable = a
+			return nil
+		}}
+		ctl, err := node.New(cfg)
+		require.NoError(t, err)
+		initial := ctl.InitialNode(t.Context())
+		assert.Equal(t, 1, setterRuns, "the Setters ran")
+		assert.Nil(t, ctl.SharedNode(), "not registered by InitialNode")
+		assert.Zero(t, api.Actions(), "no request")
+
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- ctl.Run(ctx) }()
+		synctest.Wait()
+		registered, ok := api.Node("n1")
+		require.True(t, ok, "registered")
+		assert.Equal(t, registered.Name, initial.Name)
+		assert.Equal(t, registered.Labels, initial.Labels)
+		assert.Equal(t, registered.Spec.Taints, initial.Spec.Taints)
+		assert.Equal(t, registered.Status.Capacity, initial.Status.Capacity)
+		assert.Equal(t, registered.Status.Allocatable, initial.Status.Allocatable)
+		assert.Equal(t, registered.Status.Addresses, initial.Status.Addresses)
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
 func TestBadConfig(t *testing.T) {
 	api := nodetest.New()
 	cases := []struct {

@@ -32,27 +32,7 @@ const maxNamesPerImage = 5
 // and slices not owned may be shared with old.
 func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now time.Time) *v1.NodeStatus {
 	st := *old
-	st.Capacity, st.Allocatable, st.Addresses = c.capacity, c.allocatable, c.addresses
-	st.DaemonEndpoints.KubeletEndpoint.Port = c.cfg.KubeletPort
-	info := c.sysInfo
-	info.Swap, info.RunningInUserNamespace = old.NodeInfo.Swap, old.NodeInfo.RunningInUserNamespace
-	st.NodeInfo = info
-
-	c.mu.Lock()
-	provided := c.provided
-	c.mu.Unlock()
-	if provided != nil {
-		if len(provided.Status.Capacity) > 0 {
-			st.Capacity = provided.Status.Capacity
-		}
-		if len(provided.Status.Allocatable) > 0 {
-			st.Allocatable = provided.Status.Allocatable
-		}
-		if len(provided.Status.Addresses) > 0 {
-			st.Addresses = provided.Status.Addresses
-		}
-	}
-	st.Capacity, st.Allocatable = keepExtendedResources(old.Capacity, st.Capacity, st.Allocatable)
+	provided := c.setMachineStatus(&st, old)
 
 	var notReady []string
 	if rt := c.cfg.Runtime; rt != nil {
@@ -71,11 +51,7 @@ func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now 
 			notReady = append(notReady, fmt.Sprintf("node provider is not healthy: %v", err))
 		}
 	}
-	for _, s := range c.cfg.Setters {
-		if err := s(ctx, &st); err != nil {
-			c.cfg.Log.Error(err, "Node status setter failed")
-		}
-	}
+	c.runSetters(ctx, &st)
 	var missing []string
 	for _, r := range [...]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods} {
 		if _, ok := st.Capacity[r]; !ok {
@@ -116,6 +92,51 @@ func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now 
 	}
 	st.Conditions = conds
 	return &st
+}
+
+// setMachineStatus sets the fields of st the controller owns that take no
+// runtime call: capacity and allocatable (the provider's over the
+// controller's, others' extended resources of old kept), addresses, the
+// daemon endpoint and nodeInfo but the runtime version. It returns the
+// provider's last node, or nil.
+func (c *Controller) setMachineStatus(st, old *v1.NodeStatus) *v1.Node {
+	st.Capacity, st.Allocatable, st.Addresses = c.capacity, c.allocatable, c.addresses
+	st.DaemonEndpoints.KubeletEndpoint.Port = c.cfg.KubeletPort
+	info := c.sysInfo
+	info.Swap, info.RunningInUserNamespace = old.NodeInfo.Swap, old.NodeInfo.RunningInUserNamespace
+	st.NodeInfo = info
+
+	c.mu.Lock()
+	provided := c.provided
+	c.mu.Unlock()
+	if provided != nil {
+		if len(provided.Status.Capacity) > 0 {
+			st.Capacity = provided.Status.Capacity
+		}
+		if len(provided.Status.Allocatable) > 0 {
+			st.Allocatable = provided.Status.Allocatable
+		}
+		if len(provided.Status.Addresses) > 0 {
+			st.Addresses = provided.Status.Addresses
+		}
+	}
+	st.Capacity, st.Allocatable = keepExtendedResources(old.Capacity, st.Capacity, st.Allocatable)
+	return provided
+}
+
+// runSetters runs the Setters on st, never two runs at once (the status
+// loop's and InitialNode's).
+func (c *Controller) runSetters(ctx context.Context, st *v1.NodeStatus) {
+	if len(c.cfg.Setters) == 0 {
+		return
+	}
+	c.settersMu.Lock()
+	defer c.settersMu.Unlock()
+	for _, s := range c.cfg.Setters {
+		if err := s(ctx, st); err != nil {
+			c.cfg.Log.Error(err, "Node status setter failed")
+		}
+	}
 }
 
 // keepExtendedResources returns capacity and allocatable with the extended
