@@ -40,6 +40,23 @@ outer:
 type Holds struct {
 	mu    sync.Mutex
 	holds map[types.UID]chan struct{}
+	// first holds the first worker of a UID only; arrived is closed when
+	// it arrives.
+	first   map[types.UID]chan struct{}
+	arrived map[types.UID]chan struct{}
+}
+
+// HoldFirst makes the next worker of uid to arrive wait until Release;
+// workers of uid arriving after it go on. The channel is closed when it
+// arrives.
+func (h *Holds) HoldFirst(uid types.UID) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.first == nil {
+		h.first, h.arrived = map[types.UID]chan struct{}{}, map[types.UID]chan struct{}{}
+	}
+	h.first[uid], h.arrived[uid] = make(chan struct{}), make(chan struct{})
+	return h.arrived[uid]
 }
 
 // Hold makes the worker of uid wait before taking its next update.
@@ -62,11 +79,25 @@ func (h *Holds) Release(uid types.UID) {
 		close(ch)
 		delete(h.holds, uid)
 	}
+	if ch, ok := h.first[uid]; ok {
+		close(ch)
+		delete(h.first, uid)
+		delete(h.arrived, uid)
+	}
 }
 
 func (h *Holds) wait(uid types.UID) {
 	h.mu.Lock()
 	ch, ok := h.holds[uid]
+	if first, isFirst := h.first[uid]; isFirst && !ok && h.arrived[uid] != nil {
+		// Held until Release, which finds it in first; later workers of
+		// uid pass.
+		close(h.arrived[uid])
+		delete(h.arrived, uid)
+		h.mu.Unlock()
+		<-first
+		return
+	}
 	h.mu.Unlock()
 	if ok {
 		<-ch

@@ -98,6 +98,12 @@ type PodWorkers struct {
 	// waitingStatic those waiting to start, in UpdatePod order.
 	startedStatic map[string]types.UID
 	waitingStatic map[string][]types.UID
+	// ready holds the pods whose worker was started (running) but that no
+	// goroutine took yet, in order; see claim.
+	ready     []readyPod
+	readyHead int
+	// starting counts the goroutines started that did not take a pod yet.
+	starting int
 
 	// beforeStart, set by tests only, runs in the worker goroutine before it
 	// takes its pending update, so a test can hold a worker.
@@ -172,12 +178,16 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 	root, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.root = root
+	start := false
 	for uid, st := range p.statuses {
 		if st.pendingUpdate != nil && !st.finished {
-			p.spawn(uid, st)
+			start = p.claim(uid, st) || start
 		}
 	}
 	p.mu.Unlock()
+	if start {
+		go p.worker(root)
+	}
 
 	<-ctx.Done()
 
@@ -194,17 +204,39 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 	return nil
 }
 
-// spawn starts the worker of uid; p.mu must be held and Run running.
-func (p *PodWorkers) spawn(uid types.UID, status *podSyncStatus) {
-	p.claim(status)
-	go p.workerLoop(p.root, uid)
+// readyPod is a pod whose worker was started; status tells a stale entry
+// (the UID forgotten and created again since) from the pod's.
+type readyPod struct {
+	uid    types.UID
+	status *podSyncStatus
 }
 
-// claim marks the worker of a pod as started; its goroutine must then be
-// started with p.root. p.mu must be held and Run running.
-func (p *PodWorkers) claim(status *podSyncStatus) {
+// claim starts the worker of a pod: the pod is queued for a worker
+// goroutine. It reports whether the caller must start one with
+// go p.worker(p.root): one is started only if none is on its way to the
+// queue already, and each goroutine that takes a pod starts the next if
+// pods are left (see take). A goroutine that ends a pod's work takes the
+// next queued pod instead of exiting, so that a burst of thousands of pods
+// whose syncs are quick (an in-memory runtime, a simulation) runs on a few
+// goroutines rather than on thousands that wait to be scheduled, each with
+// its stack; pods whose syncs block still get a goroutine each. p.mu must
+// be held and Run running.
+func (p *PodWorkers) claim(uid types.UID, status *podSyncStatus) bool {
 	status.running = true
+	p.ready = append(p.ready, readyPod{uid, status})
+	if p.starting > 0 {
+		return false
+	}
+	p.starting++
 	p.wg.Add(1)
+	return true
+}
+
+// spawn starts the worker of uid; p.mu must be held and Run running.
+func (p *PodWorkers) spawn(uid types.UID, status *podSyncStatus) {
+	if p.claim(uid, status) {
+		go p.worker(p.root)
+	}
 }
 
 // needsWorker reports whether a pod with a pending update needs its worker
@@ -259,7 +291,7 @@ func (p *PodWorkers) UpdatePod(options UpdatePodOptions) error {
 	defer func() {
 		p.mu.Unlock()
 		if start != nil {
-			go p.workerLoop(start, uid)
+			go p.worker(start)
 		}
 	}()
 
@@ -381,8 +413,7 @@ func (p *PodWorkers) UpdatePod(options UpdatePodOptions) error {
 	}
 	status.pendingUpdate = &options
 	status.working = true
-	if p.needsWorker(status) {
-		p.claim(status)
+	if p.needsWorker(status) && p.claim(uid, status) {
 		start = p.root
 	}
 
@@ -499,12 +530,17 @@ type work struct {
 
 // startPodSync takes the pending update of uid and decides whether the pod
 // may run; ok is false if there was nothing to do.
-func (p *PodWorkers) startPodSync(uid types.UID, w *work) (ctx context.Context, canStart, canEverStart, ok bool) {
+func (p *PodWorkers) startPodSync(uid types.UID, claimed *podSyncStatus, w *work) (ctx context.Context, canStart, canEverStart, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
 	status, found := p.statuses[uid]
 	if p.stopped {
+		return nil, false, false, false
+	}
+	if found && status != claimed {
+		// The pod was forgotten before its worker started and its UID was
+		// created again: that instance has a worker of its own.
 		return nil, false, false, false
 	}
 	if !found || status.pendingUpdate == nil {
@@ -556,20 +592,16 @@ func (p *PodWorkers) startPodSync(uid types.UID, w *work) (ctx context.Context, 
 	return ctx, true, true, true
 }
 
-// workerLoop is the goroutine of one pod while it has work: it takes the
-// pod's pending updates one after another and exits once none is left
-// (UpdatePod starts it again), when the pod is finished or forgotten, or
-// when root ends. An idle pod holds no goroutine.
-func (p *PodWorkers) workerLoop(root context.Context, uid types.UID) {
-	defer p.wg.Done()
-	// The worker's frames are kept small: a new goroutine's stack is 2 KB,
-	// and the deepest point of a round (the syncer's) should fit in it.
-	w := new(work)
+// workerLoop is the worker of one pod while it has work, on a worker
+// goroutine: it takes the pod's pending updates one after another and
+// returns once none is left (UpdatePod starts it again), when the pod is
+// finished or forgotten, or when root ends. An idle pod holds no goroutine.
+func (p *PodWorkers) workerLoop(root context.Context, uid types.UID, status *podSyncStatus, w *work) {
 	for root.Err() == nil {
 		if p.beforeStart != nil {
 			p.beforeStart(uid)
 		}
-		ctx, canStart, canEverStart, ok := p.startPodSync(uid, w)
+		ctx, canStart, canEverStart, ok := p.startPodSync(uid, status, w)
 		if !ok || !canEverStart || !canStart {
 			return
 		}
@@ -577,6 +609,58 @@ func (p *PodWorkers) workerLoop(root context.Context, uid types.UID) {
 			return
 		}
 	}
+}
+
+// worker is a worker goroutine: it takes queued pods one after another
+// and runs each pod's workerLoop, until none is queued or root ends.
+func (p *PodWorkers) worker(root context.Context) {
+	defer p.wg.Done()
+	// The worker's frames are kept small: a new goroutine's stack is 2 KB,
+	// and the deepest point of a round (the syncer's) should fit in it.
+	w := new(work)
+	first := true
+	for root.Err() == nil {
+		next, spawn, ok := p.take(first)
+		first = false
+		if spawn {
+			go p.worker(root)
+		}
+		if !ok {
+			return
+		}
+		*w = work{}
+		p.workerLoop(root, next.uid, next.status, w)
+	}
+	if first {
+		p.mu.Lock()
+		p.starting--
+		p.mu.Unlock()
+	}
+}
+
+// take dequeues the next ready pod; starting says the caller was started
+// for the queue and has not taken a pod yet. spawn reports that the caller
+// must start another goroutine, for the pods still queued.
+func (p *PodWorkers) take(starting bool) (next readyPod, spawn, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if starting {
+		p.starting--
+	}
+	if p.stopped || p.readyHead == len(p.ready) {
+		return readyPod{}, false, false
+	}
+	next = p.ready[p.readyHead]
+	p.ready[p.readyHead] = readyPod{}
+	p.readyHead++
+	if p.readyHead == len(p.ready) {
+		p.ready, p.readyHead = p.ready[:0], 0
+	} else if p.starting == 0 {
+		p.starting++
+		p.wg.Add(1)
+		spawn = true
+	}
+	return next, spawn, true
 }
 
 // work syncs one update and records the outcome; it reports whether the
