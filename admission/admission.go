@@ -22,6 +22,10 @@ type PodAdmitAttributes struct {
 	// terminal, not terminated, Pod excluded; pods admitted earlier in the
 	// same batch included. Read only.
 	OtherPods []*v1.Pod
+	// OtherPodsUsage, if not nil, is the Usage of OtherPods, kept by the
+	// caller from pod to pod; GeneralPredicates reads it instead of
+	// summing OtherPods again for every pod.
+	OtherPodsUsage *Usage
 }
 
 // PodAdmitResult is a handler's answer.

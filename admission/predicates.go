@@ -79,11 +79,11 @@ func GeneralPredicates(node func() *v1.Node) PodAdmitHandler {
 func GeneralPredicatesOrInitial(registered, initial func() *v1.Node) PodAdmitHandler {
 	return PodAdmitHandlerFunc(func(attrs *PodAdmitAttributes) PodAdmitResult {
 		if n := registered(); n != nil {
-			return generalPredicates(attrs.Pod, attrs.OtherPods, n, true)
+			return generalPredicates(attrs, n, true)
 		}
 		if initial != nil {
 			if n := initial(); n != nil {
-				return generalPredicates(attrs.Pod, attrs.OtherPods, n, false)
+				return generalPredicates(attrs, n, false)
 			}
 		}
 		return PodAdmitResult{Admit: true}
@@ -92,7 +92,12 @@ func GeneralPredicatesOrInitial(registered, initial func() *v1.Node) PodAdmitHan
 
 // generalPredicates checks pod against node, its node selector and
 // affinity only if affinity is set.
-func generalPredicates(pod *v1.Pod, others []*v1.Pod, node *v1.Node, affinity bool) PodAdmitResult {
+func generalPredicates(attrs *PodAdmitAttributes, node *v1.Node, affinity bool) PodAdmitResult {
+	pod := attrs.Pod
+	used := attrs.OtherPodsUsage
+	if used == nil {
+		used = NewUsage(attrs.OtherPods)
+	}
 	nodeOS := node.Labels[v1.LabelOSStable]
 	if nodeOS == "" {
 		nodeOS = goruntime.GOOS
@@ -104,7 +109,7 @@ func generalPredicates(pod *v1.Pod, others []*v1.Pod, node *v1.Node, affinity bo
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != nodeOS {
 		return PodAdmitResult{Reason: ReasonOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
 	}
-	if r, ok := fitsResources(pod, others, node.Status.Allocatable); !ok {
+	if r, ok := fitsResources(pod, used, node.Status.Allocatable); !ok {
 		return r
 	}
 	predicate := func(reason, desc string) PodAdmitResult {
@@ -116,7 +121,7 @@ func generalPredicates(pod *v1.Pod, others []*v1.Pod, node *v1.Node, affinity bo
 	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
 		return predicate(ReasonNodeName, descNodeName)
 	}
-	if !fitsHostPorts(pod, others) {
+	if !fitsHostPorts(pod, used) {
 		return predicate(ReasonNodePorts, descNodePorts)
 	}
 	if !podutil.IsStaticPod(pod) && untoleratedNoExecute(pod, node) {
@@ -128,13 +133,13 @@ func generalPredicates(pod *v1.Pod, others []*v1.Pod, node *v1.Node, affinity bo
 // fitsResources is the scheduler's noderesources.Fits as the kubelet calls
 // it: the first resource short, in the order pods, cpu, memory,
 // ephemeral-storage, then the others by name.
-func fitsResources(pod *v1.Pod, others []*v1.Pod, allocatable v1.ResourceList) (PodAdmitResult, bool) {
+func fitsResources(pod *v1.Pod, used *Usage, allocatable v1.ResourceList) (PodAdmitResult, bool) {
 	short := func(name v1.ResourceName, requested, used, capacity int64) PodAdmitResult {
 		return PodAdmitResult{Reason: ReasonOutOfPrefix + string(name),
 			Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, requested, used, capacity)}
 	}
-	if q, ok := allocatable[v1.ResourcePods]; ok && int64(len(others))+1 > q.Value() {
-		return short(v1.ResourcePods, 1, int64(len(others)), q.Value()), false
+	if q, ok := allocatable[v1.ResourcePods]; ok && int64(used.Pods())+1 > q.Value() {
+		return short(v1.ResourcePods, 1, int64(used.Pods()), q.Value()), false
 	}
 	names := requestedResources(pod)
 	first := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage}
@@ -163,12 +168,8 @@ func fitsResources(pod *v1.Pod, others []*v1.Pod, allocatable v1.ResourceList) (
 		if name == v1.ResourceCPU {
 			capacity = q.MilliValue()
 		}
-		var used int64
-		for _, o := range others {
-			used += cm.PodRequest(o, name)
-		}
-		if requested > capacity-used {
-			return short(name, requested, used, capacity), false
+		if u := used.Requested(name); requested > capacity-u {
+			return short(name, requested, u, capacity), false
 		}
 	}
 	return PodAdmitResult{}, true
@@ -308,17 +309,13 @@ func hostPorts(pod *v1.Pod, out []hostPort) []hostPort {
 // fitsHostPorts reports whether none of the pod's host ports is bound by
 // another pod: the same protocol and port on the same address, or on every
 // address on either side.
-func fitsHostPorts(pod *v1.Pod, others []*v1.Pod) bool {
+func fitsHostPorts(pod *v1.Pod, used *Usage) bool {
 	want := hostPorts(pod, nil)
 	if len(want) == 0 {
 		return true
 	}
-	var used []hostPort
-	for _, o := range others {
-		used = hostPorts(o, used)
-	}
 	for _, w := range want {
-		for _, u := range used {
+		for _, u := range used.hostPorts() {
 			if w.proto == u.proto && w.port == u.port && (w.ip == u.ip || w.ip == "0.0.0.0" || u.ip == "0.0.0.0") {
 				return false
 			}

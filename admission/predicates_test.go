@@ -126,20 +126,42 @@ func TestGeneralPredicates(t *testing.T) {
 		{"the pod's OS field against the node's", with(tolerated(reqPod()), func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: "plan9"} }),
 			nil, admission.ReasonOSNotSupported, ""},
 	}
+	// The other pods' usage: summed by the handler, given from NewUsage,
+	// or kept pod by pod by the caller (read before the last pod is added,
+	// as a caller admitting one pod after another does).
+	usages := []struct {
+		name string
+		of   func(others []*v1.Pod) *admission.Usage
+	}{
+		{"summed by the handler", func([]*v1.Pod) *admission.Usage { return nil }},
+		{"NewUsage", admission.NewUsage},
+		{"kept by the caller", func(others []*v1.Pod) *admission.Usage {
+			u := admission.NewUsage(nil)
+			for i, o := range others {
+				if i == len(others)-1 {
+					u.Pods()
+				}
+				u.Add(o)
+			}
+			return u
+		}},
+	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := admission.GeneralPredicates(func() *v1.Node { return node })
-			got := h.Admit(&admission.PodAdmitAttributes{Pod: tc.pod, OtherPods: tc.others})
-			if tc.reason == "" {
-				assert.True(t, got.Admit, "refused: %s: %s", got.Reason, got.Message)
-				return
-			}
-			assert.False(t, got.Admit)
-			assert.Equal(t, tc.reason, got.Reason)
-			if tc.message != "" {
-				assert.Equal(t, tc.message, got.Message)
-			}
-		})
+		for _, usage := range usages {
+			t.Run(tc.name+"/"+usage.name, func(t *testing.T) {
+				h := admission.GeneralPredicates(func() *v1.Node { return node })
+				got := h.Admit(&admission.PodAdmitAttributes{Pod: tc.pod, OtherPods: tc.others, OtherPodsUsage: usage.of(tc.others)})
+				if tc.reason == "" {
+					assert.True(t, got.Admit, "refused: %s: %s", got.Reason, got.Message)
+					return
+				}
+				assert.False(t, got.Admit)
+				assert.Equal(t, tc.reason, got.Reason)
+				if tc.message != "" {
+					assert.Equal(t, tc.message, got.Message)
+				}
+			})
+		}
 	}
 	t.Run("an unknown node admits every pod", func(t *testing.T) {
 		h := admission.GeneralPredicates(func() *v1.Node { return nil })
@@ -207,4 +229,48 @@ func TestAdmissionBeforeRegistration(t *testing.T) {
 			assert.Equal(t, tc.reason, got.Reason)
 		})
 	}
+}
+
+// TestUsageSumsRequestsAndPorts: a Usage kept pod by pod sums as one made
+// of all the pods at once, whether read before the last additions or not.
+func TestUsageSumsRequestsAndPorts(t *testing.T) {
+	pods := []*v1.Pod{
+		reqPod("cpu", "250m", "memory", "1Gi"),
+		reqPod("cpu", "1", "example.com/gpu", "1"),
+		portPod(v1.ProtocolTCP, "", 8080),
+		with(reqPod("memory", "512Mi"), func(p *v1.Pod) { p.Spec.Overhead = rl("cpu", "100m") }),
+	}
+	check := func(t *testing.T, u *admission.Usage) {
+		t.Helper()
+		assert.Equal(t, 4, u.Pods())
+		assert.Equal(t, int64(1350), u.Requested(v1.ResourceCPU), "cpu in millicores")
+		assert.Equal(t, int64(1536<<20), u.Requested(v1.ResourceMemory))
+		assert.Equal(t, int64(1), u.Requested("example.com/gpu"))
+		assert.Equal(t, int64(0), u.Requested(v1.ResourceEphemeralStorage))
+	}
+	t.Run("at once", func(t *testing.T) { check(t, admission.NewUsage(pods)) })
+	t.Run("pod by pod, read between", func(t *testing.T) {
+		u := admission.NewUsage(pods[:1])
+		assert.Equal(t, 1, u.Pods())
+		for _, p := range pods[1:] {
+			u.Add(p)
+			u.Requested(v1.ResourceCPU)
+		}
+		check(t, u)
+	})
+	t.Run("the caller's later appends are not counted", func(t *testing.T) {
+		others := append(make([]*v1.Pod, 0, 8), pods[:2]...)
+		u := admission.NewUsage(others)
+		others = append(others, pods[2]) // into the same array
+		u.Add(pods[3])
+		assert.Equal(t, 3, u.Pods())
+		assert.Equal(t, int64(1350), u.Requested(v1.ResourceCPU))
+		_ = others
+	})
+	// The port is taken: a pod asking for it is refused against the usage.
+	h := admission.GeneralPredicates(func() *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1.NodeStatus{Allocatable: rl("cpu", "8", "memory", "8Gi", "pods", "10", "example.com/gpu", "2")}}
+	})
+	got := h.Admit(&admission.PodAdmitAttributes{Pod: portPod(v1.ProtocolTCP, "10.0.0.1", 8080), OtherPods: pods, OtherPodsUsage: admission.NewUsage(pods)})
+	assert.Equal(t, admission.ReasonNodePorts, got.Reason)
 }

@@ -25,7 +25,10 @@ const (
 func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 	a := (*Agent)(h)
 	podmanager.SortByCreation(pods)
-	var active []*v1.Pod // listed once per batch, on the first admission
+	// Listed once per batch, on the first admission; what they use of the
+	// node is summed once too (if a handler reads it) and kept up to date.
+	var active []*v1.Pod
+	var used *admission.Usage
 	listed := false
 	for _, pod := range pods {
 		a.pods.AddOrUpdate(pod)
@@ -39,12 +42,14 @@ func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 		if !a.workers.IsPodTerminationRequested(pod.UID) {
 			if !listed {
 				active, listed = a.activePods(pod.UID), true
+				used = admission.NewUsage(active)
 			}
-			if r := admission.Admit(a.cfg.AdmitHandlers, &admission.PodAdmitAttributes{Pod: pod, OtherPods: active}); !r.Admit {
+			if r := admission.Admit(a.cfg.AdmitHandlers, &admission.PodAdmitAttributes{Pod: pod, OtherPods: active, OtherPodsUsage: used}); !r.Admit {
 				a.reject(pod, r.Reason, r.Message)
 				continue
 			}
 			active = append(active, pod)
+			used.Add(pod)
 		}
 		a.update(podworkers.SyncPodCreate, run, mirror)
 	}

@@ -104,13 +104,15 @@ func (a *Agent) RunOnce(ctx context.Context, opts RunOnceOptions) ([]syncloop.Po
 				pods := append([]*v1.Pod(nil), u.Pods...)
 				podmanager.SortByCreation(pods)
 				var admitted []*v1.Pod
+				used := admission.NewUsage(nil)
 				for _, pod := range pods {
-					if r := admission.Admit(a.cfg.AdmitHandlers, &admission.PodAdmitAttributes{Pod: pod, OtherPods: admitted}); !r.Admit {
+					if r := admission.Admit(a.cfg.AdmitHandlers, &admission.PodAdmitAttributes{Pod: pod, OtherPods: admitted, OtherPodsUsage: used}); !r.Admit {
 						a.reject(pod, r.Reason, r.Message)
 						rejected[pod] = fmt.Errorf("rejected (%s): %s", r.Reason, r.Message)
 						continue
 					}
 					admitted = append(admitted, pod)
+					used.Add(pod)
 					a.pods.AddOrUpdate(pod)
 				}
 				u.Pods = pods
