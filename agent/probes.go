@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"time"
 
@@ -18,9 +19,14 @@ import (
 const ReasonKilling = "Killing"
 
 // newProber builds the agent's prober; exec probes run through the runtime
-// if it can run commands.
+// if it can run commands, and network probes reach the pods through it if
+// they are not on the host's network (runtime/fake's).
 func (a *Agent) newProber() (*prober.Manager, error) {
 	runner, _ := a.cfg.Runtime.(runtime.CommandRunner)
+	var dial func(ctx context.Context, network, address string) (net.Conn, error)
+	if d, ok := a.cfg.Runtime.(runtime.PodDialer); ok {
+		dial = d.DialPod
+	}
 	var rec prober.EventRecorder
 	if a.cfg.Recorder != nil {
 		rec = a.cfg.Recorder
@@ -33,6 +39,7 @@ func (a *Agent) newProber() (*prober.Manager, error) {
 		Jitter:     jitter,
 		Status:     a.status,
 		Runner:     runner,
+		Dial:       dial,
 		Recorder:   rec,
 		Clock:      a.cfg.Clock,
 		Log:        a.cfg.Log.WithName("prober"),

@@ -29,12 +29,12 @@ import (
 const maxOutput = 10 << 10
 
 // newTransport is the kubelet's probe transport: a fresh connection per
-// probe (closed with a short linger, so probes leave no TIME_WAIT behind),
-// no proxy, no compression, certificates not verified.
-func newTransport() *http.Transport {
+// probe (closed with a short linger by the default dial, so probes leave no
+// TIME_WAIT behind), no proxy, no compression, certificates not verified.
+func newTransport(dial func(ctx context.Context, network, address string) (net.Conn, error)) *http.Transport {
 	return &http.Transport{
 		Proxy:               nil,
-		DialContext:         probeDialer(0).DialContext,
+		DialContext:         dial,
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true},
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableKeepAlives:   true,
@@ -133,8 +133,17 @@ func redirectChecker(req *http.Request, via []*http.Request) error {
 }
 
 // tcpProbe succeeds if a connection opens within timeout.
-func tcpProbe(ctx context.Context, host string, port int, timeout time.Duration) (outcome, string, error) {
-	conn, err := probeDialer(timeout).DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+func (m *Manager) tcpProbe(ctx context.Context, host string, port int, timeout time.Duration) (outcome, string, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	var conn net.Conn
+	var err error
+	if m.dial == nil {
+		conn, err = probeDialer(timeout).DialContext(ctx, "tcp", addr)
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		conn, err = m.dial(ctx, "tcp", addr)
+		cancel()
+	}
 	if err != nil {
 		return outcomeFailure, err.Error(), nil
 	}
@@ -153,6 +162,9 @@ func (m *Manager) grpcProbe(ctx context.Context, host, service string, port int,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUserAgent(m.userAgent),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			if m.dial != nil {
+				return m.dial(ctx, "tcp", a)
+			}
 			return probeDialer(0).DialContext(ctx, "tcp", a)
 		}))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -272,7 +274,7 @@ func TestExecProbe(t *testing.T) {
 
 func TestAnHTTPProbeThatGivesUpLeavesNoDialBehind(t *testing.T) {
 	dialEnded := make(chan struct{})
-	tr := newTransport()
+	tr := newTransport(probeDialer(0).DialContext)
 	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		<-ctx.Done() // a pod IP that never answers
 		close(dialEnded)
@@ -293,5 +295,99 @@ func TestAnHTTPProbeThatGivesUpLeavesNoDialBehind(t *testing.T) {
 	case <-dialEnded:
 	case <-time.After(time.Minute): // only keeps a broken test from hanging
 		t.Fatal("the dial outlived the probe")
+	}
+}
+
+// TestNetworkProbesDialThroughConfigDial: httpGet, tcpSocket and grpc probes
+// reach the pod through Config.Dial when it is set (a runtime whose pods
+// are not on the host's network), with the pod's address.
+func TestNetworkProbesDialThroughConfigDial(t *testing.T) {
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer web.Close()
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	healthpb.RegisterHealthServer(gs, health.NewServer())
+	go func() { _ = gs.Serve(gl) }()
+	defer gs.Stop()
+	const podIP = "10.123.0.7" // reachable only through Dial
+	for _, tc := range []struct {
+		name   string
+		probe  *v1.Probe
+		target string // where Dial connects
+	}{
+		{"httpGet", httpGet("/healthz", 8080), web.Listener.Addr().String()},
+		{"tcpSocket", &v1.Probe{TimeoutSeconds: 1, ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(8080)}}}, web.Listener.Addr().String()},
+		{"grpc", &v1.Probe{TimeoutSeconds: 1, ProbeHandler: v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: 8080}}}, gl.Addr().String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var dialed []string
+			m, err := New(Config{Status: &fakeStatus{}, Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+				mu.Lock()
+				dialed = append(dialed, address)
+				mu.Unlock()
+				var d net.Dialer
+				return d.DialContext(ctx, network, tc.target)
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := v1.Container{Name: "app", ReadinessProbe: tc.probe}
+			pod := podWith("u1", c)
+			w := newWorker(m, pod, &pod.Spec.Containers[0], false, Readiness, tc.probe)
+			o, out, err := m.runProbe(context.Background(), w, podIP)
+			if err != nil || o != outcomeSuccess {
+				t.Fatalf("probe: %v %q %v", o, out, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(dialed) == 0 || dialed[0] != net.JoinHostPort(podIP, "8080") {
+				t.Fatalf("dialed %v, want the pod's address %s:8080", dialed, podIP)
+			}
+		})
+	}
+}
+
+// TestANetworkProbesTimeoutRunsOnTheInjectedClock: with a clock that is not
+// the real one (a simulation's), a probe of a pod that never answers ends
+// when its timeout passes on that clock.
+func TestANetworkProbesTimeoutRunsOnTheInjectedClock(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1, 0))
+	m, err := New(Config{Status: &fakeStatus{}, Clock: clk, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		<-ctx.Done() // a pod that never answers
+		return nil, ctx.Err()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := &v1.Probe{TimeoutSeconds: 30, ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(80)}}}
+	c := v1.Container{Name: "app", ReadinessProbe: probe}
+	pod := podWith("u1", c)
+	w := newWorker(m, pod, &pod.Spec.Containers[0], false, Readiness, probe)
+	done := make(chan outcome, 1)
+	go func() {
+		o, _, _ := m.runProbe(context.Background(), w, "10.1.2.3")
+		done <- o
+	}()
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(29 * time.Second)
+	select {
+	case o := <-done:
+		t.Fatalf("the probe ended (%v) before its timeout on the clock", o)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clk.Step(time.Second)
+	select {
+	case o := <-done:
+		if o != outcomeFailure {
+			t.Fatalf("got %v, want a failure", o)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the probe did not end when its timeout passed on the clock")
 	}
 }

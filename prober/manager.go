@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -52,8 +53,15 @@ type Config struct {
 	// all slots are taken waits for one. Default 256.
 	MaxConcurrent int
 	// Transport carries HTTP probes. Default: the kubelet's probe transport
-	// (no keep-alives, no proxy, no compression, TLS unverified).
+	// (no keep-alives, no proxy, no compression, TLS unverified), dialing
+	// with Dial.
 	Transport http.RoundTripper
+	// Dial opens the connections of network probes (httpGet through the
+	// default Transport, tcpSocket, grpc). Default: the host's network,
+	// with the kubelet's probe dialer. A runtime whose pods are not on the
+	// host's network (runtime/fake's, in memory) gives its own: see
+	// runtime.PodDialer.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// UserAgent is sent by HTTP probes without their own User-Agent header
 	// and by gRPC probes. Default DefaultUserAgent.
 	UserAgent string
@@ -79,6 +87,7 @@ type Manager struct {
 	runner    runtime.CommandRunner
 	recorder  EventRecorder
 	transport http.RoundTripper
+	dial      func(ctx context.Context, network, address string) (net.Conn, error) // nil: the host's
 	userAgent string
 	clock     clock.WithTicker
 	jitter    func(time.Duration) time.Duration
@@ -116,7 +125,11 @@ func New(c Config) (*Manager, error) {
 		c.MaxConcurrent = 256
 	}
 	if c.Transport == nil {
-		c.Transport = newTransport()
+		dial := c.Dial
+		if dial == nil {
+			dial = probeDialer(0).DialContext
+		}
+		c.Transport = newTransport(dial)
 	}
 	if c.UserAgent == "" {
 		c.UserAgent = DefaultUserAgent
@@ -140,6 +153,7 @@ func New(c Config) (*Manager, error) {
 		runner:    c.Runner,
 		recorder:  c.Recorder,
 		transport: c.Transport,
+		dial:      c.Dial,
 		userAgent: c.UserAgent,
 		clock:     c.Clock,
 		jitter:    c.Jitter,

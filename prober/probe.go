@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
 )
 
 // outcome is what one probe run says, before thresholds: the kubelet's
@@ -87,6 +89,14 @@ func (m *Manager) runProbe(ctx context.Context, w *worker, podIP string) (outcom
 		return outcomeUnknown, "", w.spec.invalid
 	}
 	p, timeout := w.probe, w.spec.timeout
+	if p.Exec == nil {
+		// A network probe's timeout also runs on the injected clock, so
+		// that a probe waiting on a pod that does not answer (gRPC retries
+		// a refused connection until its deadline) ends on virtual time.
+		var cancel context.CancelFunc
+		ctx, cancel = m.clockTimeout(ctx, timeout)
+		defer cancel()
+	}
 	switch {
 	case p.Exec != nil:
 		return m.execProbe(ctx, w, timeout)
@@ -108,7 +118,7 @@ func (m *Manager) runProbe(ctx context.Context, w *worker, podIP string) (outcom
 		if host == "" {
 			return outcomeUnknown, "", errors.New("no host to probe: the pod has no IP yet and the probe sets no host")
 		}
-		return tcpProbe(ctx, host, port, timeout)
+		return m.tcpProbe(ctx, host, port, timeout)
 	default: // GRPC; newSpec made sure there is one handler
 		service := ""
 		if p.GRPC.Service != nil {
@@ -163,4 +173,27 @@ func (m *Manager) event(w *worker, reason, format string, args ...any) {
 		}
 	}()
 	m.recorder.Eventf(ref, v1.EventTypeWarning, reason, format, args...)
+}
+
+// clockTimeout is ctx ended timeout from now on m's clock, when that is not
+// the real clock (a fake, a simulation's virtual clock): a goroutine waits
+// on the clock's timer and cancels ctx with context.DeadlineExceeded as its
+// cause. On the real clock the probes' own timeouts, as the kubelet's,
+// are all there is, and ctx is returned as it is.
+func (m *Manager) clockTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	switch m.clock.(type) {
+	case clock.RealClock, *clock.RealClock:
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := m.clock.NewTimer(timeout)
+	go func() {
+		select {
+		case <-t.C():
+			cancel(context.DeadlineExceeded)
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"net"
 	"time"
 )
 
@@ -21,4 +22,15 @@ type CommandRunner interface {
 	// caller's ctx, enforces timeout. A container that does not exist gives
 	// an error wrapping ErrNotFound.
 	ExecSync(ctx context.Context, id ContainerID, cmd []string, timeout time.Duration) (stdout, stderr []byte, exitCode int, err error)
+}
+
+// PodDialer is implemented by runtimes whose pods are not on the host's
+// network, such as runtime/fake's in-memory pods: it opens a connection to
+// a pod's IP and port, which the agent's network probes (httpGet,
+// tcpSocket, grpc) then use instead of the host's network.
+type PodDialer interface {
+	// DialPod connects to address ("ip:port") on network ("tcp"), bounded
+	// by ctx. A pod that does not listen there gives an error, as a
+	// refused connection.
+	DialPod(ctx context.Context, network, address string) (net.Conn, error)
 }

@@ -36,7 +36,7 @@
 // real time virtual and time.Sleep(time.Hour) runs the cluster for an hour.
 //
 // Pods are scripted per pod with annotations (StartDelayAnnotation,
-// ExitAnnotation, ReadyAfterAnnotation with an exec readiness probe,
+// ExitAnnotation, ReadyAfterAnnotation for any readiness probe,
 // PullErrorAnnotation), per image or container name through
 // Node.Runtime().SetImageBehavior, or by any Go func as
 // fake.Config.PodBehavior (Config.Runtime). Config.Runtime also sets each
@@ -56,7 +56,10 @@
 // counts; the node lifecycle controller does not evict; Patch supports the
 // status subresource's strategic merge patches only; watches replay the
 // last 4096 pod events and answer 410 Gone beyond; Nodes and Leases have
-// no watch; httpGet, tcpSocket and grpc probes would reach the network,
-// so scripted readiness uses exec probes. Beyond one process, shard nodes
+// no watch; pods are on runtime/fake's in-memory network, which the
+// agents' httpGet, tcpSocket and grpc probes reach (fake.Runtime.DialPod):
+// a pod answers as a healthy server (200, SERVING, a connection) once its
+// container runs and its ReadyAfterAnnotation has passed, and refuses
+// connections before and once it exited. Beyond one process, shard nodes
 // across processes against a real kube-apiserver (what e2e builds).
 package sim

@@ -23,8 +23,9 @@ const (
 	// 0), e.g. "app=30s:1"; with restartPolicy Always a non-zero code
 	// crash-loops under the kubelet's back-off.
 	ExitAnnotation = "sim.nodekit.io/exit"
-	// ReadyAfterAnnotation: exec probes (for example a readiness probe)
-	// fail until the container has run this long, e.g. "20s".
+	// ReadyAfterAnnotation: probes (for example a readiness probe) fail
+	// until the container has run this long, e.g. "20s": exec probes exit
+	// 1, and httpGet, tcpSocket and grpc probes find the port closed.
 	ReadyAfterAnnotation = "sim.nodekit.io/ready-after"
 	// PullErrorAnnotation: pulling the containers' images fails with this
 	// message (ErrImagePull, then ImagePullBackOff); the whole value is the

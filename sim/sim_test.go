@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -304,6 +305,15 @@ func TestPodScripts(t *testing.T) {
 			}},
 		{"readiness after a delay through the exec probe", map[string]string{sim.ReadyAfterAnnotation: "20s"}, "", readiness, 20 * time.Second,
 			podReady},
+		{"readiness after a delay through an httpGet probe", map[string]string{sim.ReadyAfterAnnotation: "20s"}, "",
+			&v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+			20 * time.Second, podReady},
+		{"readiness after a delay through a tcpSocket probe", map[string]string{sim.ReadyAfterAnnotation: "20s"}, "",
+			&v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(5432)}}, PeriodSeconds: 1},
+			20 * time.Second, podReady},
+		{"readiness after a delay through a grpc probe", map[string]string{sim.ReadyAfterAnnotation: "20s"}, "",
+			&v1.Probe{ProbeHandler: v1.ProbeHandler{GRPC: &v1.GRPCAction{Port: 9000}}, PeriodSeconds: 1},
+			20 * time.Second, podReady},
 		{"a bad annotation is a config error", map[string]string{sim.ExitAnnotation: "soon"}, "", nil, time.Second,
 			func(p *v1.Pod) bool {
 				w := p.Status.ContainerStatuses[0].State.Waiting

@@ -33,6 +33,11 @@
 //     programmed per container name and command (exit 0 otherwise), and a
 //     command programmed to hang fails with runtime.ErrExecTimeout when its
 //     timeout has passed on the clock.
+//   - Pods are on an in-memory network (DialPod, which the agent's
+//     httpGet, tcpSocket and grpc probes use): a pod answers as a healthy
+//     server on a port while a container that declares it (or any, for a
+//     port none declares) runs and is past Behavior.ReadyAfter, and refuses
+//     connections otherwise. Nothing else reaches it.
 //   - IDs are "fake://c<n>" for containers and "sandbox<n>" for sandboxes;
 //     pod IPs are 10.x.y.z from a counter, host-network pods have none.
 //   - SyncPod trusts the status it is given, as the kubelet does; a stale

@@ -91,8 +91,9 @@ type Behavior struct {
 	// served by GetContainerLogs.
 	Logs []string
 	// ReadyAfter makes commands not programmed with SetExecResult (exec
-	// probes) exit 1 until the container has run this long, so an exec
-	// readiness probe passes only then. Zero: they exit 0 at once.
+	// probes) exit 1, and the container's ports closed to DialPod (network
+	// probes), until the container has run this long, so a readiness probe
+	// passes only then. Zero: at once.
 	ReadyAfter time.Duration
 }
 

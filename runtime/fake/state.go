@@ -73,8 +73,22 @@ type container struct {
 	termExitCode  int
 	// logs is what the container printed, in the CRI log format.
 	logs []byte
-	// readyAt is when unprogrammed commands start to succeed.
+	// readyAt is when unprogrammed commands start to succeed, and the
+	// container starts to listen (DialPod).
 	readyAt time.Time
+	// ports are the TCP ports its spec declares.
+	ports []int32
+}
+
+// tcpPorts are the TCP container ports c declares.
+func tcpPorts(c *v1.Container) []int32 {
+	var out []int32
+	for _, p := range c.Ports {
+		if p.Protocol == "" || p.Protocol == v1.ProtocolTCP {
+			out = append(out, p.ContainerPort)
+		}
+	}
+	return out
 }
 
 // settle applies a programmed exit that is due at now and reports whether

@@ -182,6 +182,7 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 		ignoreTERM:   b.IgnoreTERM,
 		termExitCode: b.TermExitCode,
 		readyAt:      now.Add(b.ReadyAfter),
+		ports:        tcpPorts(c),
 	}
 	if prev := p.newest(c.Name); prev != nil {
 		ctr.restarts = prev.restarts + 1
