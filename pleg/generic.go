@@ -74,6 +74,10 @@ type item struct {
 	ok      bool
 	sent    [3]int32 // by eventIndex
 	dropped int32
+	// stale: the cache kept what it held, newer by its timestamp than this
+	// relist (an event of the stream written meanwhile), so the listing is
+	// not remembered and the next relist inspects the pod again.
+	stale bool
 }
 
 // eventIndex numbers the event types item.sent counts.
@@ -345,6 +349,13 @@ func (g *GenericPLEG) relist(ctx context.Context, st *RelistStats) error {
 		case !it.ok:
 			st.InspectErrors++
 			g.reinspect[it.pid] = struct{}{}
+		case it.stale:
+			// What this relist saw is not what the cache holds: had it
+			// remembered the listing, the next relist would find it
+			// unchanged and declare the cache current with the stream's
+			// older status in it (a sync then acts on status from before
+			// itself and starts a container again).
+			g.reinspect[it.pid] = struct{}{}
 		case it.pod == nil:
 			delete(g.records, it.pid)
 		default:
@@ -543,7 +554,7 @@ func (g *GenericPLEG) process(ctx context.Context, in *inspector, it *item, ts t
 	if it.rec.known { // else no status of ours is cached to keep IPs from
 		status = g.keepIPs(it.pid, status)
 	}
-	g.cache.Set(it.pid, status, nil, ts)
+	it.stale = !g.cache.Set(it.pid, status, nil, ts)
 	it.ok = true
 	g.send(it, status)
 }

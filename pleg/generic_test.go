@@ -458,3 +458,33 @@ func TestRunningPodAndContainerCount(t *testing.T) {
 	assert.Equal(t, EventCounts{}, st.Events)
 	assert.Equal(t, 0, st.Inspected)
 }
+
+// TestARelistWhoseStatusTheCacheRefusedInspectsAgain: the cache keeps an
+// entry newer (by timestamp) than a relist's status, as an evented PLEG's
+// stream writes with the event's time while a relist that started earlier
+// inspects. The listing must not be remembered: the next relist, finding
+// the listing unchanged, would inspect nothing and declare the cache
+// current with the older content the event carried.
+func TestARelistWhoseStatusTheCacheRefusedInspectsAgain(t *testing.T) {
+	tp := newTestPLEG(t, nil)
+	tp.lister.setPods(pod("p", ctr("c", cRunning)))
+	// An event's status, stamped later than the relist starts, shows the
+	// container still created.
+	eventStatus := statusOf("p", pod("p", ctr("c", cCreated)))
+	tp.cache.Set("p", eventStatus, nil, tp.clock.Now().Add(time.Millisecond))
+	tp.relist(t)
+	require.Equal(t, []types.UID{"p"}, tp.lister.takeCalls())
+	got, _ := tp.cache.Get("p")
+	require.Same(t, eventStatus, got, "the cache keeps the newer entry")
+
+	tp.clock.Step(time.Second)
+	tp.relist(t)
+	assert.Equal(t, []types.UID{"p"}, tp.lister.takeCalls(), "the pod is inspected again")
+	got, _ = tp.cache.Get("p")
+	require.Equal(t, cRunning, got.FindContainerStatusByName("c").State)
+	assert.Zero(t, tp.lastStats().InspectErrors, "a refused write is not an inspection error")
+
+	tp.clock.Step(time.Second)
+	tp.relist(t)
+	assert.Empty(t, tp.lister.takeCalls(), "once written, the pod is at rest")
+}
