@@ -98,15 +98,19 @@ type Config struct {
 	// while the stream is down and reopening it with back-off (package
 	// pleg, EventedPLEG); a runtime that cannot stream is relisted.
 	//
-	// Known issue, shared with the kubelet (kubernetes/kubernetes#123087):
-	// the cache is declared current every 2s while no event is pending, so
-	// when the runtime drops an event (containerd and fakecri drop them for
-	// a subscriber that lags, e.g. with hundreds of pods starting at once)
-	// a pod worker can act on status from before its own sync and start a
-	// container a second time. Without it, the relist PLEG is used.
+	// The runtime may drop events (containerd and fakecri drop them for a
+	// subscriber that lags, e.g. with hundreds of pods starting at once):
+	// the cache is declared current only by a relist, which runs every
+	// RelistPeriod (at most 2s) while streaming and finds what the stream
+	// missed. The kubelet declares it current every few seconds without
+	// one, so that a pod worker can act on status from before its own sync
+	// and start a container a second time (kubernetes/kubernetes#123087).
+	// Events still arrive at once; the price is that listing. Without
+	// EventedPLEG, the relist PLEG is used.
 	EventedPLEG bool
 	// StreamingRelistPeriod is the relist period while the event stream
-	// works. Default 5m, as the kubelet's evented mode.
+	// works, at most RelistPeriod and 2s (see EventedPLEG). Default 5m, as
+	// the kubelet's evented mode.
 	StreamingRelistPeriod time.Duration
 	// RuntimeCheckPeriod is how often the runtime's Status is checked; while
 	// it is not ready no pod is synced. Default 5s.

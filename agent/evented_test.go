@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/cri/fakecri"
@@ -100,4 +101,51 @@ func TestExitReachesStatusThroughCRIEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, srv.Exit(cid.ID, 0))
 	waitFor(t, "pod succeeded from the event", func() bool { return r.phase(pod.UID) == v1.PodSucceeded })
+}
+
+// TestEventedPLEGStartsEachContainerOnce: 1,000 pods started at once
+// through runtime/cri with the evented PLEG. fakecri's stream, as
+// containerd's, drops or delays events for a subscriber that lags, and its
+// events carry status stamped with their own time: a pod worker must never
+// act on status from before its own sync (kubernetes/kubernetes#123087),
+// which started a container a second time. Before the cache was declared
+// current only by relists, and before a relist that lost a write to a
+// newer event looked at the pod again, some runs made up to 2,137
+// containers, or left pods not Running after a minute.
+func TestEventedPLEGStartsEachContainerOnce(t *testing.T) {
+	const n = 1000
+	srv, err := fakecri.NewServer(fakecri.Config{})
+	require.NoError(t, err)
+	defer srv.Close()
+	srv.Images.SetFakeImages([]string{benchImage})
+	m, err := cri.New(context.Background(), cri.Config{Endpoint: srv.Endpoint(), PodLogsRoot: t.TempDir(), PodsRoot: t.TempDir()})
+	require.NoError(t, err)
+	defer m.Close()
+	cfg := benchConfig(m, n)
+	cfg.EventedPLEG = true
+	a, err := New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	pods := benchPods(0, n)
+	a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: pods}
+	deadline := time.Now().Add(time.Minute)
+	for _, p := range pods {
+		for {
+			st, ok := a.status.SharedPodStatus(p.UID)
+			if ok && st.Phase == v1.PodRunning && len(st.ContainerStatuses) == 1 && st.ContainerStatuses[0].State.Running != nil {
+				break
+			}
+			require.False(t, time.Now().After(deadline), "pod %s not Running after a minute", p.Name)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// Syncs that act on stale status would start more containers now.
+	time.Sleep(time.Second)
+	require.Equal(t, n, srv.CallCounts()["CreateContainer"], "containers created for %d pods", n)
 }

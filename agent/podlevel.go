@@ -29,7 +29,7 @@ func (a *Agent) setupStatusOwner() error {
 	// runtime's memory is the truth and every change is an event, so the
 	// cache is current whenever no event is pending: declare it often.
 	e, err := pleg.NewEvented(pleg.EventedConfig{Generic: a.pleg, Events: o, Registerer: a.cfg.Registerer,
-		CacheUpdatePeriod: ownerCacheUpdatePeriod})
+		CacheUpdatePeriod: ownerCacheUpdatePeriod, Lossless: true})
 	if err != nil {
 		return err
 	}
@@ -48,9 +48,11 @@ func (a *Agent) setupEvented() error {
 	if a.evented != nil || !ok || !a.cfg.EventedPLEG {
 		return nil
 	}
-	// The cache is declared current every RelistPeriod (at most the
-	// kubelet's 2s), as a relist would, so pod workers waiting for newer
-	// status keep the relist mode's pace.
+	// The stream may drop events (containerd's and fakecri's do for a
+	// subscriber that lags): a relist every RelistPeriod (at most the
+	// kubelet's 2s) finds what it missed and declares the cache current,
+	// so pod workers waiting for newer status keep the relist mode's pace
+	// and never act on status from before their sync.
 	e, err := pleg.NewEvented(pleg.EventedConfig{Generic: a.pleg, Events: ev,
 		StreamingRelistPeriod: a.cfg.StreamingRelistPeriod, CacheUpdatePeriod: min(a.cfg.RelistPeriod, pleg.DefaultCacheUpdatePeriod),
 		Registerer: a.cfg.Registerer})

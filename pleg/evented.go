@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -33,18 +34,37 @@ type EventedConfig struct {
 	// StreamingRelistPeriod and StreamingRelistThreshold replace the
 	// generic PLEG's period and threshold while the stream works. Defaults
 	// 5m and 10m, as the kubelet's. A relist that fails or cannot inspect
-	// a pod is still followed by the next at the normal period.
+	// a pod is still followed by the next at the normal period. Unless
+	// Lossless, the period is at most CacheUpdatePeriod.
 	StreamingRelistPeriod, StreamingRelistThreshold time.Duration
+	// Lossless says the stream never drops an event: a runtime in the
+	// same process whose every change is an event (a status owner, package
+	// provider). The cache is then declared current every CacheUpdatePeriod
+	// while no event is pending, as the kubelet's evented PLEG does.
+	//
+	// A CRI runtime drops events for a subscriber that lags (containerd's
+	// and fakecri's channels discard what does not fit), and a cache
+	// declared current without them lets a pod worker act on status from
+	// before its own sync and start a container a second time (the
+	// kubelet's kubernetes/kubernetes#123087). So by default the cache is
+	// declared current only by a relist, which runs every
+	// CacheUpdatePeriod while the stream works: it lists, inspects only
+	// the pods whose listing changed (what the stream missed, and what it
+	// already reported) and then declares the cache current, as the
+	// relist PLEG does. Events still arrive at once; the price is a
+	// listing every CacheUpdatePeriod.
+	Lossless bool
 	// StreamRetryPeriod is the wait before a broken stream is opened again;
 	// relisting runs at the normal period meanwhile. Default 10s. It doubles
 	// with every failure in a row (a stream that fails to open, or breaks
 	// before it delivered an event), up to StreamRetryMaxPeriod (default
 	// 5m), so a runtime whose stream keeps failing is not hammered.
 	StreamRetryPeriod, StreamRetryMaxPeriod time.Duration
-	// CacheUpdatePeriod is how often, while the stream works and no event
-	// is pending, the cache is declared current (Cache.UpdateTime), so that
-	// pod workers waiting for status newer than their last sync wake up
-	// without an event of their pod. Default 2s, as the kubelet's.
+	// CacheUpdatePeriod is how often, while the stream works, the cache is
+	// declared current (Cache.UpdateTime), so that pod workers waiting for
+	// status newer than their last sync wake up without an event of their
+	// pod: by a relist, or if Lossless whenever no event is pending.
+	// Default 2s, as the kubelet's.
 	CacheUpdatePeriod time.Duration
 	// Registerer, if set, receives the kubelet's evented PLEG metrics:
 	// kubelet_evented_pleg_connection_success_count, _error_count and
@@ -69,6 +89,7 @@ type EventedPLEG struct {
 	streamPeriod, streamThreshold time.Duration
 	period, threshold             time.Duration
 	retry, retryMax, cacheUpdate  time.Duration
+	lossless                      bool
 
 	streaming atomic.Bool
 	running   atomic.Bool
@@ -110,6 +131,10 @@ func NewEvented(c EventedConfig) (*EventedPLEG, error) {
 		}
 	}
 	e.retryMax = max(e.retryMax, e.retry)
+	e.lossless = c.Lossless
+	if !e.lossless {
+		e.streamPeriod = min(e.streamPeriod, e.cacheUpdate)
+	}
 	// While streaming, a relist that fails or cannot inspect a pod is
 	// retried at the normal period: no event may come to refresh what it
 	// left stale. Outside streaming the period is the normal one anyway.
@@ -215,8 +240,13 @@ var errStreamClosed = errors.New("pleg: container event stream closed")
 // consume handles events until the stream closes or ctx ends, and returns
 // how many it handled.
 func (e *EventedPLEG) consume(ctx context.Context, ch <-chan runtime.ContainerEvent) (int, error) {
-	t := e.g.clock.NewTimer(e.cacheUpdate)
-	defer t.Stop()
+	var tick <-chan time.Time // declares the cache current: Lossless only
+	var t clock.Timer
+	if e.lossless {
+		t = e.g.clock.NewTimer(e.cacheUpdate)
+		defer t.Stop()
+		tick = t.C()
+	}
 	n := 0
 	for {
 		select {
@@ -231,7 +261,7 @@ func (e *EventedPLEG) consume(ctx context.Context, ch <-chan runtime.ContainerEv
 				m.latency.Observe(e.g.clock.Since(ev.CreatedAt).Seconds())
 			}
 			e.handle(ev)
-		case <-t.C():
+		case <-tick:
 			// Declare the cache current only when no event is pending, or
 			// a waiter could read status older than an event not yet
 			// handled.

@@ -75,7 +75,7 @@ func TestEventedPLEGOnInMemoryRuntime(t *testing.T) {
 	// Once streaming, the generic PLEG has relisted at start and once more
 	// when the stream opened, and then waits its slow period.
 	require.Eventually(t, func() bool { return f.e.Streaming() && f.relists.Load() == 2 }, guard, time.Millisecond)
-	assert.Equal(t, DefaultStreamingRelistPeriod, time.Duration(f.g.period.Load()))
+	assert.Equal(t, DefaultCacheUpdatePeriod, time.Duration(f.g.period.Load()), "a stream that may drop events is checked by a relist every CacheUpdatePeriod")
 
 	pod := podSpec("uid-web", "app")
 	require.NoError(t, f.rt.SyncPod(ctx, pod, nil, nil, nil).Error())
@@ -101,7 +101,7 @@ func TestEventedPLEGOnInMemoryRuntime(t *testing.T) {
 	require.Eventually(t, func() bool { return !f.e.Streaming() }, guard, time.Millisecond)
 	f.stepUntil(t, func() bool { return f.relists.Load() >= 4 })
 	f.stepUntil(t, f.e.Streaming)
-	require.Eventually(t, func() bool { return f.g.period.Load() == int64(DefaultStreamingRelistPeriod) }, guard, time.Millisecond)
+	require.Eventually(t, func() bool { return f.g.period.Load() == int64(DefaultCacheUpdatePeriod) }, guard, time.Millisecond)
 	ok, err := f.e.Healthy()
 	assert.True(t, ok)
 	assert.NoError(t, err)
@@ -392,4 +392,99 @@ func TestEventedPLEGRetimesSlowWaitAfterIncompleteRelist(t *testing.T) {
 	s, err := tp.cache.Get(p.ID)
 	require.NoError(t, err)
 	require.NotNil(t, s.FindContainerStatusByName("c2"))
+}
+
+// droppingStream forwards a runtime's container events except those drop
+// selects, as containerd drops events for a subscriber that lags.
+type droppingStream struct {
+	rt   *fake.Runtime
+	drop func(runtime.ContainerEvent) bool
+}
+
+func (d droppingStream) WatchContainerEvents(ctx context.Context) (<-chan runtime.ContainerEvent, error) {
+	in, err := d.rt.WatchContainerEvents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan runtime.ContainerEvent, 16)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			if d.drop(ev) {
+				continue
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// TestEventedPLEGDeclaresTheCacheCurrentOnlyAfterARelist: a pod worker
+// waiting for status newer than its sync must not get status from before
+// it when the stream dropped the sync's events (kubernetes/kubernetes
+// #123087): by default a relist, every CacheUpdatePeriod, finds the
+// container first. A Lossless stream is trusted: the cache is declared
+// current without a relist.
+func TestEventedPLEGDeclaresTheCacheCurrentOnlyAfterARelist(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		lossless    bool
+		wantApp     bool // the waiter sees the container the sync started
+		wantRelists bool // a relist ran before the waiter woke
+	}{
+		{"a stream that may drop events is checked by a relist", false, true, true},
+		{"a lossless stream is trusted", true, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			cache := runtime.NewCache()
+			rt, err := fake.New(fake.Config{Clock: clk})
+			require.NoError(t, err)
+			var relists atomic.Int32
+			g, err := New(Config{Runtime: rt, Cache: cache, Clock: clk, OnRelist: func(RelistStats) { relists.Add(1) }})
+			require.NoError(t, err)
+			const uid = "uid-dropped"
+			stream := droppingStream{rt: rt, drop: func(ev runtime.ContainerEvent) bool { return ev.PodUID == uid }}
+			e, err := NewEvented(EventedConfig{Generic: g, Events: stream, Lossless: tc.lossless})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- e.Start(ctx) }()
+			defer func() {
+				cancel()
+				require.NoError(t, recv(t, done, "Start to return"))
+			}()
+			require.Eventually(t, func() bool { return e.Streaming() && relists.Load() == 2 }, guard, time.Millisecond)
+
+			// A pod worker's sync starts the container; its events are lost.
+			require.NoError(t, rt.SyncPod(ctx, podSpec(uid, "app"), nil, nil, nil).Error())
+			synced := clk.Now()
+			clk.Step(time.Millisecond)
+			got := make(chan *runtime.PodStatus, 1)
+			go func() {
+				st, err := cache.GetNewerThan(ctx, uid, synced)
+				if err == nil {
+					got <- st
+				}
+			}()
+			before := relists.Load()
+			var st *runtime.PodStatus
+			require.Eventually(t, func() bool {
+				select {
+				case st = <-got:
+					return true
+				default:
+					clk.Step(100 * time.Millisecond)
+					return false
+				}
+			}, guard, time.Millisecond)
+			app := st.FindContainerStatusByName("app")
+			assert.Equal(t, tc.wantApp, app != nil && app.State == runtime.ContainerStateRunning, "status the worker got: %+v", st)
+			assert.Equal(t, tc.wantRelists, relists.Load() > before, "relists before the waiter woke")
+		})
+	}
 }
