@@ -52,13 +52,13 @@ func TestExitReachesStatusThroughTheEventStream(t *testing.T) {
 	pod := newPod("evented-job", v1.RestartPolicyNever, "job")
 	r.set(pod)
 	waitFor(t, "pod running", func() bool { return r.phase(pod.UID) == v1.PodRunning })
-	relists := rt.CallCount("GetPods")
-	waitFor(t, "pod succeeded without a relist", func() bool { return r.phase(pod.UID) == v1.PodSucceeded })
-	// Housekeeping lists running pods (all=false) every 2s; the PLEG's
-	// relist (all=true) would be the hour-long one.
-	if n := rt.CallCount("GetPods") - relists; n > 2 {
-		t.Fatalf("%d GetPods calls while waiting for the exit", n)
+	// From now on every listing fails: the PLEG's relists (every 2s while
+	// streaming, to check the stream) cannot see the exit; only the
+	// stream can tell of it.
+	if err := rt.SetFailureRate("GetPods", 1); err != nil {
+		t.Fatal(err)
 	}
+	waitFor(t, "pod succeeded from the stream", func() bool { return r.phase(pod.UID) == v1.PodSucceeded })
 }
 
 func TestBrokenEventStreamFallsBackToRelisting(t *testing.T) {
