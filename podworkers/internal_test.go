@@ -1,7 +1,9 @@
 package podworkers
 
 import (
+	"context"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -316,5 +318,41 @@ func TestNewRejectsBadConfig(t *testing.T) {
 				t.Fatalf("New = %v, want ErrInvalidConfig", err)
 			}
 		})
+	}
+}
+
+// TestReadyQueueStaysFIFOAndBounded: pods queued for a worker goroutine are
+// taken in order, and a queue that never drains does not keep what was
+// taken.
+func TestReadyQueueStaysFIFOAndBounded(t *testing.T) {
+	p, err := New(Config{Syncer: nopSyncer{}, Cache: runtime.NewCache()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.root = context.Background() // as while Run runs; no goroutine is started here
+	next, want := 0, 0
+	push := func(n int) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for range n {
+			p.claim(types.UID(strconv.Itoa(next)), &podSyncStatus{})
+			next++
+		}
+	}
+	for round := range 1000 {
+		push(3)
+		for range 2 + round%2 { // takes keep up, about
+			got, _, ok := p.take(false)
+			if !ok {
+				t.Fatalf("round %d: nothing to take", round)
+			}
+			if got.uid != types.UID(strconv.Itoa(want)) {
+				t.Fatalf("round %d: took %s, want %d", round, got.uid, want)
+			}
+			want++
+		}
+	}
+	if backlog := next - want; cap(p.ready) > 4*backlog+256 {
+		t.Fatalf("queue holds %d with %d pods waiting", cap(p.ready), backlog)
 	}
 }

@@ -653,9 +653,17 @@ func (p *PodWorkers) take(starting bool) (next readyPod, spawn, ok bool) {
 	next = p.ready[p.readyHead]
 	p.ready[p.readyHead] = readyPod{}
 	p.readyHead++
-	if p.readyHead == len(p.ready) {
+	switch {
+	case p.readyHead == len(p.ready):
 		p.ready, p.readyHead = p.ready[:0], 0
-	} else if p.starting == 0 {
+	case p.readyHead >= 64 && 2*p.readyHead >= len(p.ready):
+		// A queue that never drains (pods keep arriving) would otherwise
+		// keep its taken half, and append would copy it on growth.
+		n := copy(p.ready, p.ready[p.readyHead:])
+		clear(p.ready[n:])
+		p.ready, p.readyHead = p.ready[:n], 0
+	}
+	if p.readyHead < len(p.ready) && p.starting == 0 {
 		p.starting++
 		p.wg.Add(1)
 		spawn = true
