@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // Verbs of recorded actions. UpdateStatus is recorded as VerbUpdate with
@@ -20,6 +21,8 @@ const (
 	VerbGet    = "get"
 	VerbCreate = "create"
 	VerbUpdate = "update"
+	VerbList   = "list"
+	VerbWatch  = "watch"
 )
 
 // Action is one recorded call.
@@ -33,6 +36,11 @@ type Action struct {
 	// Object is a copy of what Create or Update was given (*v1.Node or
 	// *coordinationv1.Lease).
 	Object any
+	// ResourceVersion is the resourceVersion a Get, List or Watch asked
+	// for ("0": any, as from the apiserver's cache; "": the latest).
+	ResourceVersion string
+	// FieldSelector is a List's or Watch's field selector.
+	FieldSelector string
 	// Err is what the call returned.
 	Err error
 }
@@ -53,14 +61,20 @@ type Fake struct {
 	nextUID int
 	nextRV  int
 	changed chan struct{}
+
+	// Watches of Nodes and the Node events they replay from (watch.go).
+	watchers map[*nodeWatch]struct{}
+	history  []nodeEvent
+	histFrom int
 }
 
 // New returns an empty Fake.
 func New() *Fake {
 	return &Fake{
-		objs:    map[string]map[string]any{"nodes": {}, "leases": {}},
-		errs:    map[string][]error{},
-		changed: make(chan struct{}),
+		objs:     map[string]map[string]any{"nodes": {}, "leases": {}},
+		errs:     map[string][]error{},
+		changed:  make(chan struct{}),
+		watchers: map[*nodeWatch]struct{}{},
 	}
 }
 
@@ -163,11 +177,20 @@ func (f *Fake) PutNode(n *v1.Node) { f.put("nodes", n.DeepCopy()) }
 func (f *Fake) PutLease(l *coordinationv1.Lease) { f.put("leases", l.DeepCopy()) }
 
 // Delete removes an object ("nodes" or "leases") without recording an
-// action, as another client's delete would.
+// action, as another client's delete would; a Node's watches get a
+// Deleted event.
 func (f *Fake) Delete(resource, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	o, ok := f.objs[resource][name]
+	if !ok {
+		return
+	}
 	delete(f.objs[resource], name)
+	o = deepCopy(o)
+	f.nextRV++
+	meta(o).ResourceVersion = strconv.Itoa(f.nextRV)
+	f.notifyLocked(resource, watch.Deleted, o)
 }
 
 func (f *Fake) object(resource, name string) (any, bool) {
@@ -187,7 +210,13 @@ func (f *Fake) put(resource string, o any) {
 	}
 	f.nextRV++
 	m.ResourceVersion = strconv.Itoa(f.nextRV)
+	_, existed := f.objs[resource][m.Name]
 	f.objs[resource][m.Name] = o
+	typ := watch.Added
+	if existed {
+		typ = watch.Modified
+	}
+	f.notifyLocked(resource, typ, o)
 }
 
 func meta(o any) *metav1.ObjectMeta {
@@ -206,6 +235,10 @@ func deepCopy(o any) any {
 		return o.DeepCopy()
 	case *coordinationv1.Lease:
 		return o.DeepCopy()
+	case *v1.NodeList:
+		return o.DeepCopy()
+	case *nodeWatch:
+		return o
 	}
 	panic(fmt.Sprintf("nodetest: unexpected %T", o))
 }
@@ -278,6 +311,7 @@ func (f *Fake) createLocked(resource string, o any) (any, error) {
 	f.nextRV++
 	m.ResourceVersion = strconv.Itoa(f.nextRV)
 	f.objs[resource][m.Name] = o
+	f.notifyLocked(resource, watch.Added, o)
 	return o, nil
 }
 
@@ -313,15 +347,17 @@ func (f *Fake) updateLocked(resource string, o any, status bool) (any, error) {
 	f.nextRV++
 	meta(nu).ResourceVersion = strconv.Itoa(f.nextRV)
 	f.objs[resource][m.Name] = nu
+	f.notifyLocked(resource, watch.Modified, nu)
 	return nu, nil
 }
 
 // NodeClient is the Fake's Nodes.
 type NodeClient struct{ f *Fake }
 
-// Get returns a copy of the named Node or a NotFound error.
-func (c *NodeClient) Get(ctx context.Context, name string, _ metav1.GetOptions) (*v1.Node, error) {
-	o, err := c.f.do(ctx, Action{Verb: VerbGet, Resource: "nodes", Name: name}, func() (any, error) {
+// Get returns a copy of the named Node or a NotFound error. Whatever
+// opts.ResourceVersion says, the Node is the latest.
+func (c *NodeClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error) {
+	o, err := c.f.do(ctx, Action{Verb: VerbGet, Resource: "nodes", Name: name, ResourceVersion: opts.ResourceVersion}, func() (any, error) {
 		return c.f.getLocked("nodes", name)
 	})
 	if err != nil {
