@@ -86,10 +86,13 @@
 //   - No informers: the status manager does not notice a status someone
 //     else changed until its own next change of it (the periodic reconcile
 //     resends only what the apiserver has not acknowledged); the node
-//     controller reads the Node again only after a conflict and lists images
-//     on every computation. Fewer moving parts and no client-go in the
-//     library. ConfigMaps and secrets for environments and volumes are
-//     watched one by one as the kubelet's Watch strategy does only with
+//     controller lists images on every computation. Fewer moving parts and
+//     no client-go in the library. Single objects are watched, as the
+//     kubelet's informers and reflectors would keep them, where a client
+//     can watch: the node controller's own Node, as the kubelet's node
+//     informer (without a watch it reads the Node again only after a
+//     conflict), and configMaps and secrets for environments and volumes
+//     one by one as the kubelet's Watch strategy does, only with
 //     objects.Config.Watch and Cache.Run (examples/kubenode does); without,
 //     and for services always, they are read again every TTL (1m), the
 //     kubelet's Cache strategy; so are image pull secrets

@@ -207,3 +207,68 @@ func TestAdmissionBeforeRegistration(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmissionSeesOthersChangesToTheNode: a label or taint another writer
+// gives the registered Node (kubectl label, the node lifecycle
+// controller's taints) is in the Node admission checks pods against as
+// soon as the Node's watch delivers it, as in the kubelet's node informer,
+// not with the agent's next status update: a pod scheduled onto a label
+// just added is not rejected with NodeAffinity.
+func TestAdmissionSeesOthersChangesToTheNode(t *testing.T) {
+	notReady := v1.Taint{Key: v1.TaintNodeNotReady, Effect: v1.TaintEffectNoExecute}
+	tests := []struct {
+		name   string
+		change func(*v1.Node)
+		seen   func(*v1.Node) bool
+		pod    *v1.Pod
+		reason string // "" runs
+	}{
+		{
+			name:   "a pod selecting a label another writer added runs",
+			change: func(n *v1.Node) { n.Labels["disk"] = "ssd" },
+			seen:   func(n *v1.Node) bool { return n.Labels["disk"] == "ssd" },
+			pod: func() *v1.Pod {
+				p := newPod("ssd", v1.RestartPolicyAlways, "c")
+				p.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+				return p
+			}(),
+		},
+		{
+			name:   "a pod not tolerating a NoExecute taint another writer added is rejected",
+			change: func(n *v1.Node) { n.Spec.Taints = append(n.Spec.Taints, notReady) },
+			seen:   func(n *v1.Node) bool { return len(n.Spec.Taints) > 0 },
+			pod:    newPod("intolerant", v1.RestartPolicyAlways, "c"),
+			reason: "TaintToleration",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := nodetest.New()
+			rt, _ := fake.New(fake.Config{})
+			c := fastConfig(rt)
+			c.Node = &node.Config{Nodes: api.Nodes(), Leases: api.Leases()}
+			r := start(t, c)
+			waitFor(t, "node Ready", func() bool {
+				rc, ok := nodeReady(api)
+				return ok && rc.Status == v1.ConditionTrue && r.a.Node().SharedNode() != nil
+			})
+			n, _ := api.Node("n1")
+			tt.change(n)
+			updates := api.Count("nodes", nodetest.VerbUpdate, "status")
+			api.PutNode(n)
+			waitFor(t, "the change in the agent's Node", func() bool { return tt.seen(r.a.Node().SharedNode()) })
+			if got := api.Count("nodes", nodetest.VerbUpdate, "status"); got != updates {
+				t.Fatalf("%d status updates since the change; the test is about the watch", got-updates)
+			}
+			r.set(tt.pod)
+			if tt.reason == "" {
+				waitFor(t, "pod running", func() bool { return r.phase(tt.pod.UID) == v1.PodRunning })
+				return
+			}
+			waitFor(t, "pod failed", func() bool { return r.phase(tt.pod.UID) == v1.PodFailed })
+			if got := r.pod(tt.pod.UID).Status; got.Reason != tt.reason {
+				t.Fatalf("reason %q (%s), want %q", got.Reason, got.Message, tt.reason)
+			}
+		})
+	}
+}

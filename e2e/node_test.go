@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -24,9 +25,11 @@ import (
 	"github.com/nodekit/nodekit/status"
 )
 
-// client-go's typed clients are node's clients as they are.
+// client-go's typed clients are node's clients as they are, and its
+// Nodes can be watched.
 var (
 	_ node.NodeClient  = typedcorev1.NodeInterface(nil)
+	_ node.NodeWatcher = typedcorev1.NodeInterface(nil)
 	_ node.LeaseClient = typedcoordinationv1.LeaseInterface(nil)
 )
 
@@ -219,6 +222,26 @@ func TestNodeJoinsAndStaysReady(t *testing.T) {
 		if c := nodeCondition(got, corev1.NodeReady); c.Reason != "KubeletReady" {
 			t.Errorf("Ready reason %q", c.Reason)
 		}
+	})
+
+	t.Run("a label another client adds is in the agent's Node at once, and a pod selecting it runs", func(t *testing.T) {
+		patch := []byte(`{"metadata":{"labels":{"disk":"ssd"}}}`)
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, "joined", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Well within the 5m of an unchanged status's update: the watch.
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return a.Node().SharedNode().Labels["disk"] == "ssd", nil
+		})
+		if err != nil {
+			t.Fatalf("the label is not in the agent's Node after 5s: %v", err)
+		}
+		p := testPod("on-ssd", "joined")
+		p.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPod(t, cs, "default", "on-ssd", func(p *corev1.Pod) string { return checkRunning(p, "") })
 	})
 
 	t.Run("the lease stops advancing when the agent stops", func(t *testing.T) {

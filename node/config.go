@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -27,6 +28,16 @@ type NodeClient interface {
 	Create(ctx context.Context, node *v1.Node, opts metav1.CreateOptions) (*v1.Node, error)
 	Update(ctx context.Context, node *v1.Node, opts metav1.UpdateOptions) (*v1.Node, error)
 	UpdateStatus(ctx context.Context, node *v1.Node, opts metav1.UpdateOptions) (*v1.Node, error)
+}
+
+// NodeWatcher is what the controller needs, beside NodeClient, to keep
+// its Node current from a watch, as the kubelet's node informer:
+// client-go's CoreV1().Nodes() has it. The controller finds it on
+// Config.Nodes by type assertion; a NodeClient without it reads the Node
+// before each status computation instead (see Run).
+type NodeWatcher interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*v1.NodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 // LeaseClient reaches the Leases of one namespace; client-go's
@@ -87,7 +98,8 @@ const NoKubeletPort int32 = -1
 type Config struct {
 	// NodeName is the Node's name, a DNS subdomain. Required.
 	NodeName string
-	// Nodes reaches the apiserver's Nodes. Required.
+	// Nodes reaches the apiserver's Nodes. Required. If it is a NodeWatcher
+	// too (client-go's is), the Node is watched after registration.
 	Nodes NodeClient
 	// Leases reaches the Leases of LeaseNamespace. nil: no Lease; the status
 	// is then sent every UpdateFrequency, as the kubelet's heartbeat without

@@ -21,7 +21,7 @@
 // (reading the Lease again after a conflict), then from the Lease read
 // again, five more, before the next interval; failed reads back off from
 // 200ms doubling to 7s. Idle, a node costs the apiserver 360 lease updates
-// and 12 status updates an hour.
+// and 12 status updates an hour, and its Node's watch.
 //
 // Where it sits: beside the pod path. The agent (or any program) gives it
 // the runtime, the PLEG's health and MaxPods; it talks to the apiserver
@@ -46,8 +46,20 @@
 //	if err != nil { ... }
 //	err = ctl.Run(ctx) // until ctx ends, or the apiserver refuses the Node
 //
-// Unlike the kubelet there is no informer: the controller writes from the
-// Node the apiserver last returned and reads it again only after a
-// conflict. Images are listed from a runtime.ImageService on every
-// computation (the kubelet caches them).
+// As the kubelet's node informer, the controller watches its Node once it
+// is registered, if its NodeClient is a NodeWatcher too (client-go's is):
+// a list, then a watch from the list's resource version, field selector
+// metadata.name; a watch the apiserver ends is resumed from the last
+// resource version seen, and after an error (410 Gone, a failed call, a
+// watch ended at once) the Node is listed again after a back-off from
+// 800ms doubling to 30s, as client-go's reflector does. So SharedNode, and
+// admission with it, has what others change of the Node (labels, taints,
+// extended resources) within moments. A Node deleted is forgotten at once
+// (admission checks against InitialNode, as the kubelet against its
+// initial node) and registered again at the next status computation,
+// which the kubelet does not do until it restarts. With a NodeClient that
+// cannot watch, the controller writes from the Node as it last read or
+// wrote it and reads it again only after a conflict. Images are listed
+// from a runtime.ImageService on every computation (the kubelet caches
+// them).
 package node

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -105,10 +106,15 @@ func New(c Config) (*Controller, error) {
 }
 
 // Run registers the Node (creating it, or reconciling the one there),
-// then keeps its status and Lease until ctx ends. Failed calls are retried
-// with back-off; Run returns early only when the apiserver refuses the Node
-// for good (invalid, forbidden, unauthorized), with an error that carries
-// the apiserver's reason. It returns after its goroutines have ended.
+// then keeps its status and Lease until ctx ends. If Config.Nodes is a
+// NodeWatcher, the Node is watched meanwhile, as the kubelet's node
+// informer watches it, so that SharedNode, Node and Get return it as
+// others change it (labels, taints, extended resources) within moments;
+// otherwise they return it as the controller last read or wrote it (it
+// reads it again after a conflict). Failed calls are retried with
+// back-off; Run returns early only when the apiserver refuses the Node for
+// good (invalid, forbidden, unauthorized), with an error that carries the
+// apiserver's reason. It returns after its goroutines have ended.
 func (c *Controller) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return errors.New("node: Run called twice")
@@ -120,15 +126,18 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	// The lease loop ends with the status loop, which ends early when the
-	// apiserver refuses the status for good.
-	leaseCtx, stopLease := context.WithCancel(ctx)
-	defer stopLease()
+	// The lease and watch loops end with the status loop, which ends early
+	// when the apiserver refuses the status for good.
+	loopsCtx, stopLoops := context.WithCancel(ctx)
+	defer stopLoops()
 	if c.cfg.Leases != nil {
-		wg.Go(func() { c.leaseLoop(leaseCtx) })
+		wg.Go(func() { c.leaseLoop(loopsCtx) })
+	}
+	if w, ok := c.cfg.Nodes.(NodeWatcher); ok {
+		wg.Go(func() { c.watchLoop(loopsCtx, w) })
 	}
 	err := c.statusLoop(ctx)
-	stopLease()
+	stopLoops()
 	wg.Wait()
 	return err
 }
@@ -145,8 +154,9 @@ func (c *Controller) Trigger() {
 // Registered is closed once the Node is registered.
 func (c *Controller) Registered() <-chan struct{} { return c.registered }
 
-// Node returns a copy of the Node as the apiserver last returned it, or nil
-// before registration.
+// Node returns a copy of the Node as the apiserver last returned it (to a
+// call or over the watch), or nil before registration and after the Node
+// was deleted, until it is registered again.
 func (c *Controller) Node() *v1.Node {
 	if n := c.current(); n != nil {
 		return n.DeepCopy()
@@ -154,10 +164,11 @@ func (c *Controller) Node() *v1.Node {
 	return nil
 }
 
-// SharedNode returns the Node as the apiserver last returned it, or nil
-// before registration, without a copy: read only. Admission checks pods
-// against it, and against InitialNode before registration
-// (admission.GeneralPredicatesOrInitial).
+// SharedNode returns the Node as Node does, without a copy: read only.
+// Admission checks pods against it, and against InitialNode while it is
+// nil (admission.GeneralPredicatesOrInitial), as the kubelet checks them
+// against its node informer's Node, or its initial node while the
+// informer has none.
 func (c *Controller) SharedNode() *v1.Node { return c.current() }
 
 // Get returns the registered Node without asking the apiserver, so that a
@@ -190,11 +201,51 @@ func (c *Controller) ready() bool {
 	return rc != nil && rc.Status == v1.ConditionTrue
 }
 
+// setNode keeps n, a Node read from or written to the apiserver, unless
+// the controller holds a later one (from the watch).
 func (c *Controller) setNode(n *v1.Node) {
-	c.mu.Lock()
-	c.node = n
-	c.mu.Unlock()
+	c.observe(n)
 	c.regOnce.Do(func() { close(c.registered) })
+}
+
+// observe keeps n unless the controller holds a later Node, and returns
+// the one it holds. A Node the apiserver returned late (an event of a
+// watch that has yet to deliver the update the status loop made, a read
+// from a cache that lags) must not replace a later one.
+func (c *Controller) observe(n *v1.Node) *v1.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.node == nil || laterThan(n.ResourceVersion, c.node.ResourceVersion) {
+		c.node = n
+	}
+	return c.node
+}
+
+// observeGone forgets the Node, deleted at resource version rv, unless
+// the controller holds a later one (registered again since).
+func (c *Controller) observeGone(rv string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.node == nil || laterThan(c.node.ResourceVersion, rv) {
+		return
+	}
+	c.node = nil
+	c.cfg.Log.Info("Node was deleted", "node", c.cfg.NodeName)
+}
+
+// forget forgets the Node, which the apiserver no longer has.
+func (c *Controller) forget() {
+	c.mu.Lock()
+	c.node = nil
+	c.mu.Unlock()
+}
+
+// laterThan reports whether resource version a is later than b; versions
+// that do not compare (not the apiserver's integers) count as later, so
+// that the last one heard wins, as in an informer.
+func laterThan(a, b string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err != nil || cmp > 0
 }
 
 func (c *Controller) providerUpdate(n *v1.Node) {
@@ -399,9 +450,7 @@ func (c *Controller) syncStatus(ctx context.Context) error {
 	err := c.sendStatus(ctx, base, st, now)
 	if errors.Is(err, errNodeGone) {
 		c.cfg.Log.Info("Node was deleted; registering it again", "node", c.cfg.NodeName)
-		c.mu.Lock()
-		c.node = nil
-		c.mu.Unlock()
+		c.forget()
 		return c.tryRegister(ctx)
 	}
 	return err

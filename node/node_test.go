@@ -421,7 +421,9 @@ func TestIdleRequestsPerHour(t *testing.T) {
 		advance(time.Hour)
 		assert.Equal(t, 360, leaseUpdates(api), "lease renewals per hour")
 		assert.Equal(t, 12, statusUpdates(api), "status updates per hour")
-		assert.Len(t, api.Actions(), 372, "nothing else: %v", api.Actions())
+		assert.Zero(t, api.Count("nodes", nodetest.VerbGet, ""), "Node GETs: the watch keeps it current")
+		assert.Len(t, api.Actions(), 372, "nothing else (the fake's watch never ends on its own): %v", api.Actions())
+		assert.Equal(t, 1, api.Watches(), "the Node's watch")
 	})
 }
 
@@ -516,7 +518,14 @@ func TestAPIServerErrors(t *testing.T) {
 			})
 			n := e.node()
 			n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: "FrequentKubeletRestart", Status: v1.ConditionFalse})
-			api.PutNode(n) // another writer: our copy is stale
+			var once sync.Once
+			api.SetHook(func(_ context.Context, a nodetest.Action) error {
+				if a.Subresource == "status" {
+					// Another writer just before ours: our copy is stale.
+					once.Do(func() { api.PutNode(n) })
+				}
+				return nil
+			})
 			pleg.set(errors.New("stuck"))
 			advance(10 * time.Second)
 			got := e.node()
@@ -634,6 +643,8 @@ func TestAPIServerErrors(t *testing.T) {
 			})
 			old := e.node().UID
 			api.Delete("nodes", "n1")
+			synctest.Wait()
+			assert.Nil(t, e.ctl.SharedNode(), "forgotten as soon as the watch says so: admission checks against InitialNode")
 			pleg.set(errors.New("stuck"))
 			advance(10 * time.Second)
 			n := e.node()
@@ -978,6 +989,7 @@ func TestRunReturnsWhenTheStatusIsRefused(t *testing.T) {
 				renewals := leaseUpdates(api)
 				advance(time.Minute)
 				assert.Equal(t, renewals, leaseUpdates(api), "no renewal after Run returned")
+				assert.Zero(t, api.Watches(), "no watch of the Node after Run returned")
 			})
 		})
 	}
