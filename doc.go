@@ -90,10 +90,11 @@
 //     no client-go in the library. Single objects are watched, as the
 //     kubelet's informers and reflectors would keep them, where a client
 //     can watch: the node controller's own Node, as the kubelet's node
-//     informer (without a watch it reads the Node again only after a
-//     conflict), and configMaps and secrets for environments and volumes
-//     one by one as the kubelet's Watch strategy does, only with
-//     objects.Config.Watch and Cache.Run (examples/kubenode does); without,
+//     informer (without a watch it reads the Node at each status
+//     computation, as the kubelet also does), and configMaps and secrets
+//     for environments and volumes one by one as the kubelet's Watch
+//     strategy does, only with objects.Config.Watch and Cache.Run
+//     (examples/kubenode does); without,
 //     and for services always, they are read again every TTL (1m), the
 //     kubelet's Cache strategy; so are image pull secrets
 //     (agent.Config.Secrets). (status, node, objects, agent)

@@ -33,8 +33,9 @@ type NodeClient interface {
 // NodeWatcher is what the controller needs, beside NodeClient, to keep
 // its Node current from a watch, as the kubelet's node informer:
 // client-go's CoreV1().Nodes() has it. The controller finds it on
-// Config.Nodes by type assertion; a NodeClient without it reads the Node
-// before each status computation instead (see Run).
+// Config.Nodes by type assertion; with a NodeClient without it, the Node
+// is read from the apiserver's cache before each status computation
+// instead, and others' changes are seen only then (see Run).
 type NodeWatcher interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*v1.NodeList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
@@ -187,7 +188,8 @@ type Config struct {
 
 	// OnRepeatedHeartbeatFailure is called when a heartbeat fails again: a
 	// Lease renewal failing (but for a conflict) after a failed attempt,
-	// or a status update failing after a failed one. It is the kubelet's
+	// or a try of a status update failing after a failed try of the same
+	// update (from the second of its five on). It is the kubelet's
 	// onRepeatedHeartbeatFailure, where the kubelet closes its clients'
 	// connections so that the next attempt dials afresh instead of
 	// waiting on a dead one (with client-go, close the idle connections of

@@ -6,7 +6,10 @@
 // taints, capacity, allocatable, addresses, daemon endpoint and nodeInfo,
 // or reconciling the labels it owns on a Node that exists), then computes
 // the status every UpdateFrequency (10s) and sends it only when it changed
-// or ReportFrequency (5m) passed, the kubelet's rule with leases. Its
+// or ReportFrequency (5m) passed, the kubelet's rule with leases; as the
+// kubelet's, an update is tried up to five times in a row, whatever fails,
+// each retry from the Node read again from storage, then waits for the
+// next computation. Its
 // conditions are the kubelet's: MemoryPressure, DiskPressure, PIDPressure
 // (from an optional PressureSource) and Ready, last, with reason
 // KubeletReady or KubeletNotReady and the kubelet's messages for a runtime
@@ -21,7 +24,8 @@
 // (reading the Lease again after a conflict), then from the Lease read
 // again, five more, before the next interval; failed reads back off from
 // 200ms doubling to 7s. Idle, a node costs the apiserver 360 lease updates
-// and 12 status updates an hour, and its Node's watch.
+// and 12 status updates an hour, and its Node's watch (without a watch,
+// 360 reads of the Node, as the kubelet's).
 //
 // Where it sits: beside the pod path. The agent (or any program) gives it
 // the runtime, the PLEG's health and MaxPods; it talks to the apiserver
@@ -58,8 +62,9 @@
 // (admission checks against InitialNode, as the kubelet against its
 // initial node) and registered again at the next status computation,
 // which the kubelet does not do until it restarts. With a NodeClient that
-// cannot watch, the controller writes from the Node as it last read or
-// wrote it and reads it again only after a conflict. Images are listed
-// from a runtime.ImageService on every computation (the kubelet caches
-// them).
+// cannot watch, each status computation reads the Node from the
+// apiserver's cache (resourceVersion "0") first, as the kubelet's does
+// (it has its informer too), so SharedNode has others' changes within
+// UpdateFrequency. Images are listed from a runtime.ImageService on every
+// computation (the kubelet caches them).
 package node

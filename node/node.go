@@ -26,8 +26,8 @@ import (
 const (
 	backoffInitial = 200 * time.Millisecond
 	backoffMax     = 7 * time.Second
-	// statusRetries bounds the conflict retries of one status update, the
-	// kubelet's nodeStatusUpdateRetry.
+	// statusRetries is how many times one status update is tried in a
+	// row, whatever the error, the kubelet's nodeStatusUpdateRetry.
 	statusRetries = 5
 	// Until the node is first Ready, and for at most fastStatusFor after
 	// registration, the status is computed every fastStatusPeriod so that
@@ -58,6 +58,12 @@ type Controller struct {
 	mu       sync.Mutex
 	node     *v1.Node // last known from the apiserver; never modified
 	provided *v1.Node // the provider's last node
+	// watching is whether a watch of the Node is open (watch.go): node is
+	// then as current as the apiserver's cache.
+	watching bool
+	// readAt is when node was last read from or written to the apiserver,
+	// or when the last watch of it ended.
+	readAt time.Time
 
 	// Owned by the status loop.
 	lastReport time.Time
@@ -110,11 +116,14 @@ func New(c Config) (*Controller, error) {
 // NodeWatcher, the Node is watched meanwhile, as the kubelet's node
 // informer watches it, so that SharedNode, Node and Get return it as
 // others change it (labels, taints, extended resources) within moments;
-// otherwise they return it as the controller last read or wrote it (it
-// reads it again after a conflict). Failed calls are retried with
-// back-off; Run returns early only when the apiserver refuses the Node for
-// good (invalid, forbidden, unauthorized), with an error that carries the
-// apiserver's reason. It returns after its goroutines have ended.
+// otherwise they return it as last read or written, and each status
+// computation (every UpdateFrequency) reads it first from the apiserver's
+// cache, as the kubelet's status update does. A status update is tried up
+// to five times in a row, whatever fails, as the kubelet's; registration
+// and the Lease are retried with back-off. Run returns early only when the
+// apiserver refuses the Node for good (invalid, forbidden, unauthorized),
+// with an error that carries the apiserver's reason. It returns after its
+// goroutines have ended.
 func (c *Controller) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return errors.New("node: Run called twice")
@@ -201,11 +210,16 @@ func (c *Controller) ready() bool {
 	return rc != nil && rc.Status == v1.ConditionTrue
 }
 
-// setNode keeps n, a Node read from or written to the apiserver, unless
-// the controller holds a later one (from the watch).
-func (c *Controller) setNode(n *v1.Node) {
-	c.observe(n)
+// setNode keeps n, a Node read from or written to the apiserver now,
+// unless the controller holds a later one (from the watch), and returns
+// the one it holds.
+func (c *Controller) setNode(n *v1.Node) *v1.Node {
+	held := c.observe(n)
+	c.mu.Lock()
+	c.readAt = c.cfg.Clock.Now()
+	c.mu.Unlock()
 	c.regOnce.Do(func() { close(c.registered) })
+	return held
 }
 
 // observe keeps n unless the controller holds a later Node, and returns
@@ -246,6 +260,15 @@ func (c *Controller) forget() {
 func laterThan(a, b string) bool {
 	cmp, err := resourceversion.CompareResourceVersion(a, b)
 	return err != nil || cmp > 0
+}
+
+// fresh reports whether the Node held is as current as a read from the
+// apiserver's cache would make it: a watch of it is open, or it was read
+// or written within the last UpdateFrequency.
+func (c *Controller) fresh() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.watching || c.cfg.Clock.Since(c.readAt) < c.cfg.UpdateFrequency
 }
 
 func (c *Controller) providerUpdate(n *v1.Node) {
@@ -392,13 +415,12 @@ func (c *Controller) reconcile(existing *v1.Node) (*v1.Node, bool) {
 }
 
 // statusLoop computes the status every UpdateFrequency (and on Trigger),
-// sending it when it changed or ReportFrequency passed; failures retry with
-// back-off.
+// sending it when it changed or ReportFrequency passed; an update that
+// failed all its tries waits for the next computation, as the kubelet's.
 func (c *Controller) statusLoop(ctx context.Context) error {
 	// The first computation at once: a reconciled Node's status is stale.
 	t := c.cfg.Clock.NewTimer(0)
 	defer t.Stop()
-	var wait time.Duration
 	fastUntil := c.cfg.Clock.Now().Add(fastStatusFor)
 	for {
 		select {
@@ -420,14 +442,7 @@ func (c *Controller) statusLoop(ctx context.Context) error {
 			if permanent(err) {
 				return fmt.Errorf("node: updating Node %q: %w", c.cfg.NodeName, err)
 			}
-			if wait > 0 && c.cfg.OnRepeatedHeartbeatFailure != nil {
-				c.cfg.OnRepeatedHeartbeatFailure()
-			}
-			wait = nextBackoff(wait)
-			next = min(wait, next)
 			c.cfg.Log.Error(err, "Unable to update node status, will retry", "node", c.cfg.NodeName, "in", next)
-		} else {
-			wait = 0
 		}
 		t.Reset(next)
 	}
@@ -436,56 +451,84 @@ func (c *Controller) statusLoop(ctx context.Context) error {
 // errNodeGone says the Node was deleted under the controller.
 var errNodeGone = errors.New("node deleted")
 
-// syncStatus computes the status and sends it if it changed or is due.
+// syncStatus computes the status and sends it if it changed or is due, as
+// the kubelet's updateNodeStatus: up to statusRetries tries in a row,
+// whatever failed (a read, a conflict, a 500, a timeout), calling
+// OnRepeatedHeartbeatFailure from the second failure on. It returns the
+// last try's error. A Node deleted under the controller is registered
+// again.
 func (c *Controller) syncStatus(ctx context.Context) error {
-	base := c.current()
-	if base == nil { // deleted earlier and not registered again yet
+	if c.current() == nil { // deleted earlier and not registered again yet
 		return c.tryRegister(ctx)
+	}
+	var err error
+	for try := range statusRetries {
+		err = c.tryUpdateStatus(ctx, try)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, errNodeGone) {
+			c.cfg.Log.Info("Node was deleted; registering it again", "node", c.cfg.NodeName)
+			c.forget()
+			return c.tryRegister(ctx)
+		}
+		if try > 0 && c.cfg.OnRepeatedHeartbeatFailure != nil {
+			c.cfg.OnRepeatedHeartbeatFailure()
+		}
+		c.cfg.Log.V(2).Info("Error updating node status, will retry", "node", c.cfg.NodeName, "try", try+1, "err", err)
+	}
+	return err
+}
+
+// tryUpdateStatus is one try of syncStatus, the kubelet's
+// tryUpdateNodeStatus: the status is computed from the Node as the
+// apiserver has it and written with UpdateStatus if it changed or is due.
+// The first try takes the Node held if it is fresh (watched, or read
+// within UpdateFrequency) and otherwise reads it from the apiserver's
+// cache (resourceVersion "0"); later tries read it from storage.
+func (c *Controller) tryUpdateStatus(ctx context.Context, try int) error {
+	base := c.current()
+	if base == nil {
+		return errNodeGone // the watch saw it deleted
+	}
+	if try > 0 || !c.fresh() {
+		opts := metav1.GetOptions{}
+		if try == 0 {
+			opts.ResourceVersion = "0"
+		}
+		cctx, cancel := c.callCtx(ctx)
+		n, err := c.cfg.Nodes.Get(cctx, c.cfg.NodeName, opts)
+		cancel()
+		switch {
+		case apierrors.IsNotFound(err):
+			return errNodeGone
+		case err != nil:
+			return fmt.Errorf("reading node %q: %w", c.cfg.NodeName, err)
+		case n == nil:
+			return fmt.Errorf("reading node %q: no node returned", c.cfg.NodeName)
+		}
+		base = c.setNode(n)
 	}
 	now := c.cfg.Clock.Now()
 	st := c.computeStatus(ctx, &base.Status, now)
 	if !statusChanged(&base.Status, st) && now.Sub(c.lastReport) < c.cfg.ReportFrequency {
 		return nil
 	}
-	err := c.sendStatus(ctx, base, st, now)
-	if errors.Is(err, errNodeGone) {
-		c.cfg.Log.Info("Node was deleted; registering it again", "node", c.cfg.NodeName)
-		c.forget()
-		return c.tryRegister(ctx)
+	n := base.DeepCopy()
+	n.Status = *st.DeepCopy()
+	cctx, cancel := c.callCtx(ctx)
+	updated, err := c.cfg.Nodes.UpdateStatus(cctx, n, metav1.UpdateOptions{})
+	cancel()
+	switch {
+	case apierrors.IsNotFound(err):
+		return errNodeGone
+	case err != nil:
+		return err
+	case updated == nil:
+		return errors.New("status update returned no node")
 	}
-	return err
-}
-
-// sendStatus writes st onto base with UpdateStatus; on a conflict it reads
-// the Node again and recomputes, up to statusRetries times.
-func (c *Controller) sendStatus(ctx context.Context, base *v1.Node, st *v1.NodeStatus, now time.Time) error {
-	for i := 0; ; i++ {
-		n := base.DeepCopy()
-		n.Status = *st.DeepCopy()
-		cctx, cancel := c.callCtx(ctx)
-		updated, err := c.cfg.Nodes.UpdateStatus(cctx, n, metav1.UpdateOptions{})
-		cancel()
-		switch {
-		case err == nil:
-			c.lastReport = now
-			c.setNode(updated)
-			c.cfg.Log.V(4).Info("Updated node status", "node", c.cfg.NodeName)
-			return nil
-		case apierrors.IsNotFound(err):
-			return errNodeGone
-		case !apierrors.IsConflict(err) || i+1 >= statusRetries:
-			return err
-		}
-		cctx, cancel = c.callCtx(ctx)
-		base, err = c.cfg.Nodes.Get(cctx, c.cfg.NodeName, metav1.GetOptions{})
-		cancel()
-		if apierrors.IsNotFound(err) {
-			return errNodeGone
-		}
-		if err != nil {
-			return err
-		}
-		c.setNode(base)
-		st = c.computeStatus(ctx, &base.Status, now)
-	}
+	c.lastReport = now
+	c.setNode(updated)
+	c.cfg.Log.V(4).Info("Updated node status", "node", c.cfg.NodeName)
+	return nil
 }

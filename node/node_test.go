@@ -7,7 +7,6 @@ import (
 	"maps"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -413,18 +412,35 @@ func TestReportFrequency(t *testing.T) {
 	})
 }
 
+// TestIdleRequestsPerHour: the requests of an hour in which nothing
+// changes (docs/performance.md). The fake's watch never ends on its own;
+// an apiserver's ends every 5 to 10 minutes.
 func TestIdleRequestsPerHour(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		api := nodetest.New()
-		start(t, api, nil)
-		api.ClearActions()
-		advance(time.Hour)
-		assert.Equal(t, 360, leaseUpdates(api), "lease renewals per hour")
-		assert.Equal(t, 12, statusUpdates(api), "status updates per hour")
-		assert.Zero(t, api.Count("nodes", nodetest.VerbGet, ""), "Node GETs: the watch keeps it current")
-		assert.Len(t, api.Actions(), 372, "nothing else (the fake's watch never ends on its own): %v", api.Actions())
-		assert.Equal(t, 1, api.Watches(), "the Node's watch")
-	})
+	tests := []struct {
+		name    string
+		nodes   func(*nodetest.Fake) node.NodeClient
+		gets    int
+		watches int
+	}{
+		{"a client that watches reads the Node from its watch", func(api *nodetest.Fake) node.NodeClient { return api.Nodes() }, 0, 1},
+		{"a client that cannot watch reads the Node at every computation, as the kubelet",
+			func(api *nodetest.Fake) node.NodeClient { return nodesOnly{api.Nodes()} }, 360, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := nodetest.New()
+				start(t, api, func(c *node.Config) { c.Nodes = tt.nodes(api) })
+				api.ClearActions()
+				advance(time.Hour)
+				assert.Equal(t, 360, leaseUpdates(api), "lease renewals per hour")
+				assert.Equal(t, 12, statusUpdates(api), "status updates per hour")
+				assert.Equal(t, tt.gets, api.Count("nodes", nodetest.VerbGet, ""), "Node GETs per hour")
+				assert.Len(t, api.Actions(), 372+tt.gets, "nothing else: %v", api.Actions())
+				assert.Equal(t, tt.watches, api.Watches(), "watches of the Node")
+			})
+		})
+	}
 }
 
 func TestLease(t *testing.T) {
@@ -533,64 +549,6 @@ func TestAPIServerErrors(t *testing.T) {
 			assert.Equal(t, v1.ConditionFalse, cond(got, "FrequentKubeletRestart").Status, "the other writer's condition kept")
 			assert.Equal(t, 2, statusUpdates(api), "one conflict, one success")
 			assert.Equal(t, 1, api.Count("nodes", nodetest.VerbGet, ""))
-		})
-	})
-	t.Run("status 500 and timeouts retry with back-off", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			api := nodetest.New()
-			pleg := &health{}
-			e := start(t, api, func(c *node.Config) {
-				c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: pleg.check}}
-				c.RequestTimeout = time.Second
-			})
-			api.InjectError("nodes", nodetest.VerbUpdate, apierrors.NewInternalError(errors.New("boom")))
-			hang := true
-			var mu sync.Mutex
-			api.SetHook(func(ctx context.Context, a nodetest.Action) error {
-				mu.Lock()
-				h := hang && a.Subresource == "status"
-				mu.Unlock()
-				if h {
-					<-ctx.Done() // a hanging apiserver: the request timeout ends it
-					return apierrors.NewTimeoutError("request timed out", 1)
-				}
-				return nil
-			})
-			pleg.set(errors.New("stuck"))
-			advance(10 * time.Second) // attempt 1: hangs 1s (the hook runs before the injected 500)
-			advance(time.Second)
-			assert.Equal(t, 1, statusUpdates(api))
-			mu.Lock()
-			hang = false
-			mu.Unlock()
-			advance(200 * time.Millisecond) // attempt 2: the injected 500
-			assert.Equal(t, 2, statusUpdates(api))
-			advance(400 * time.Millisecond) // attempt 3 succeeds
-			assert.Equal(t, 3, statusUpdates(api))
-			assert.Equal(t, v1.ConditionFalse, cond(e.node(), v1.NodeReady).Status)
-		})
-	})
-	t.Run("a status update failing again calls OnRepeatedHeartbeatFailure", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			api := nodetest.New()
-			pleg := &health{}
-			var repeated atomic.Int32
-			start(t, api, func(c *node.Config) {
-				c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: pleg.check}}
-				c.OnRepeatedHeartbeatFailure = func() { repeated.Add(1) }
-			})
-			for range 3 {
-				api.InjectError("nodes", nodetest.VerbUpdate, apierrors.NewInternalError(errors.New("boom")))
-			}
-			pleg.set(errors.New("stuck"))
-			advance(10 * time.Second) // fails
-			assert.Equal(t, int32(0), repeated.Load(), "a first failure")
-			advance(200 * time.Millisecond) // fails again
-			assert.Equal(t, int32(1), repeated.Load())
-			advance(400 * time.Millisecond) // and again
-			advance(800 * time.Millisecond) // succeeds
-			assert.Equal(t, int32(2), repeated.Load())
-			assert.Equal(t, 4, statusUpdates(api))
 		})
 	})
 	t.Run("registration retries until the apiserver answers", func(t *testing.T) {
@@ -949,9 +907,9 @@ func TestOthersExtendedResourcesAreKept(t *testing.T) {
 	}
 }
 
-// A status the apiserver refuses for good (forbidden, invalid) ends Run
-// with the apiserver's reason, as its doc says, Lease or not; the Lease
-// stops being renewed with it.
+// A status the apiserver refuses for good (forbidden, invalid) at every
+// try of an update ends Run with the apiserver's reason, as its doc says,
+// Lease or not; the Lease stops being renewed with it.
 func TestRunReturnsWhenTheStatusIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -974,7 +932,9 @@ func TestRunReturnsWhenTheStatusIsRefused(t *testing.T) {
 						c.Leases = nil
 					}
 				})
-				api.InjectError("nodes", nodetest.VerbUpdate, tc.err)
+				for range kubeletStatusTries { // all the tries of an update
+					api.InjectError("nodes", nodetest.VerbUpdate, tc.err)
+				}
 				pleg.set(errors.New("stuck"))
 				select {
 				case err := <-e.done:

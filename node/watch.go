@@ -85,8 +85,10 @@ func (c *Controller) watchLoop(ctx context.Context, w NodeWatcher) {
 			continue
 		}
 		started := c.cfg.Clock.Now()
+		c.setWatching(true)
 		end := c.consumeWatch(ctx, wi, rv)
 		wi.Stop()
+		c.setWatching(false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -133,6 +135,17 @@ func (c *Controller) observeList(nodes *v1.NodeList) {
 		}
 	}
 	c.observeGone(nodes.ResourceVersion)
+}
+
+// setWatching records whether a watch of the Node is open; the Node held
+// was current until a watch ended.
+func (c *Controller) setWatching(b bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.watching = b
+	if !b {
+		c.readAt = c.cfg.Clock.Now()
+	}
 }
 
 // watchEnd is how a watch from some resource version ended: rv is the

@@ -226,26 +226,36 @@ func TestNodeWatchEndsWithRun(t *testing.T) {
 	})
 }
 
-// TestClientWithoutWatch: a NodeClient without List and Watch keeps the
-// Node as the controller last read or wrote it: no watch, and what others
-// change is seen with the controller's next read or write.
+// TestClientWithoutWatch: a NodeClient without List and Watch has no
+// watch; the Node is read from the apiserver's cache at each computation
+// (every UpdateFrequency), as the kubelet reads it, so what others change
+// is seen within one, without a status update.
 func TestClientWithoutWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := nodetest.New()
-		pleg := &health{}
-		e := start(t, api, func(c *node.Config) {
-			c.Nodes = nodesOnly{api.Nodes()}
-			c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: pleg.check}}
-		})
+		e := start(t, api, func(c *node.Config) { c.Nodes = nodesOnly{api.Nodes()} })
 		advance(time.Second)
+		api.ClearActions()
 		n := e.node()
 		n.Labels["disk"] = "ssd"
 		api.PutNode(n)
 		advance(time.Second)
-		assert.Empty(t, e.ctl.SharedNode().Labels["disk"], "not seen before the next write")
-		pleg.set(errors.New("stuck"))
-		advance(10 * time.Second)
-		assert.Equal(t, "ssd", e.ctl.SharedNode().Labels["disk"], "seen with the status update")
-		assert.Zero(t, nodeCalls(api, nodetest.VerbList)+nodeCalls(api, nodetest.VerbWatch), "no list or watch")
+		assert.Empty(t, e.ctl.SharedNode().Labels["disk"], "not seen before the next computation")
+		advance(9 * time.Second)
+		assert.Equal(t, "ssd", e.ctl.SharedNode().Labels["disk"], "seen with the computation's read")
+		assert.Equal(t, []nodetest.Action{{Verb: nodetest.VerbGet, Resource: "nodes", Name: "n1", ResourceVersion: "0"}},
+			nodeActions(api), "one read from the cache, no status update, no list or watch")
 	})
+}
+
+// nodeActions are the recorded calls on Nodes, without their errors.
+func nodeActions(api *nodetest.Fake) []nodetest.Action {
+	var out []nodetest.Action
+	for _, a := range api.Actions() {
+		if a.Resource == "nodes" {
+			a.Err = nil
+			out = append(out, a)
+		}
+	}
+	return out
 }
