@@ -9,9 +9,12 @@
 // the kubelet's predicate admit handler (resources against the Node's
 // allocatable, node selector and affinity, node name, host ports,
 // NoExecute taints, OS; reasons OutOfcpu, NodeAffinity, ...), which the
-// agent adds when it registers a Node, as GeneralPredicatesOrInitial: until
-// the Node is registered, pods are checked against the Node it would
-// register, as by the kubelet. A custom check is a
+// agent adds when it registers a Node, as GeneralPredicatesWithPreemption:
+// until the Node is registered, pods are checked against the Node it would
+// register, as by the kubelet, and a critical pod (IsCriticalPod) short
+// only of resources is admitted once a Preempter stopped a set of other
+// pods chosen as the kubelet's CriticalPodAdmissionHandler chooses them.
+// A custom check is a
 // PodAdmitHandlerFunc. agent.Config.AdmitHandlers takes the ordered list;
 // see the Examples.
 package admission

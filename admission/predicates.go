@@ -77,27 +77,33 @@ func GeneralPredicates(node func() *v1.Node) PodAdmitHandler {
 // miss, reads from the apiserver and the agent does not wait for. initial
 // nil, or returning nil, admits pods unchecked until registration.
 func GeneralPredicatesOrInitial(registered, initial func() *v1.Node) PodAdmitHandler {
-	return PodAdmitHandlerFunc(func(attrs *PodAdmitAttributes) PodAdmitResult {
-		if n := registered(); n != nil {
-			return generalPredicates(attrs, n, true)
-		}
-		if initial != nil {
-			if n := initial(); n != nil {
-				return generalPredicates(attrs, n, false)
-			}
-		}
-		return PodAdmitResult{Admit: true}
-	})
+	return GeneralPredicatesWithPreemption(registered, initial, nil)
 }
 
-// generalPredicates checks pod against node, its node selector and
-// affinity only if affinity is set.
-func generalPredicates(attrs *PodAdmitAttributes, node *v1.Node, affinity bool) PodAdmitResult {
+// checkNode checks pod against node, its node selector and affinity only
+// if affinity is set: the first failure, and apart from it every resource
+// the node is short of and the first failure of another kind (for a
+// critical pod's preemption).
+func checkNode(attrs *PodAdmitAttributes, node *v1.Node, affinity bool) (first PodAdmitResult, short []shortage, other PodAdmitResult) {
 	pod := attrs.Pod
 	used := attrs.OtherPodsUsage
 	if used == nil {
 		used = NewUsage(attrs.OtherPods)
 	}
+	other = checkNodeOther(pod, used, node, affinity)
+	if !other.Admit && (other.Reason == ReasonOSSelectorMismatch || other.Reason == ReasonOSNotSupported) {
+		return other, nil, other // checked before resources, as the kubelet
+	}
+	short = shortages(pod, used, node.Status.Allocatable)
+	if len(short) > 0 {
+		return short[0].result(), short, other
+	}
+	return other, nil, other
+}
+
+// checkNodeOther is every check of generalPredicates but resources', the
+// first failure.
+func checkNodeOther(pod *v1.Pod, used *Usage, node *v1.Node, affinity bool) PodAdmitResult {
 	nodeOS := node.Labels[v1.LabelOSStable]
 	if nodeOS == "" {
 		nodeOS = goruntime.GOOS
@@ -108,9 +114,6 @@ func generalPredicates(attrs *PodAdmitAttributes, node *v1.Node, affinity bool) 
 	}
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != nodeOS {
 		return PodAdmitResult{Reason: ReasonOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
-	}
-	if r, ok := fitsResources(pod, used, node.Status.Allocatable); !ok {
-		return r
 	}
 	predicate := func(reason, desc string) PodAdmitResult {
 		return PodAdmitResult{Reason: reason, Message: fmt.Sprintf("Predicate %s failed: %s", reason, desc)}
@@ -130,16 +133,28 @@ func generalPredicates(attrs *PodAdmitAttributes, node *v1.Node, affinity bool) 
 	return PodAdmitResult{Admit: true}
 }
 
-// fitsResources is the scheduler's noderesources.Fits as the kubelet calls
-// it: the first resource short, in the order pods, cpu, memory,
-// ephemeral-storage, then the others by name.
-func fitsResources(pod *v1.Pod, used *Usage, allocatable v1.ResourceList) (PodAdmitResult, bool) {
-	short := func(name v1.ResourceName, requested, used, capacity int64) PodAdmitResult {
-		return PodAdmitResult{Reason: ReasonOutOfPrefix + string(name),
-			Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, requested, used, capacity)}
-	}
+// shortage is a resource the node lacks for a pod (the kubelet's
+// InsufficientResourceError).
+type shortage struct {
+	name                      v1.ResourceName
+	requested, used, capacity int64
+}
+
+func (s shortage) result() PodAdmitResult {
+	return PodAdmitResult{Reason: ReasonOutOfPrefix + string(s.name),
+		Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", s.name, s.requested, s.used, s.capacity)}
+}
+
+// missing is how much of the resource must be freed for the pod to fit.
+func (s shortage) missing() int64 { return s.requested - (s.capacity - s.used) }
+
+// shortages is the scheduler's noderesources.Fits as the kubelet calls it:
+// the resources short, in the order pods, cpu, memory, ephemeral-storage,
+// then the others by name.
+func shortages(pod *v1.Pod, used *Usage, allocatable v1.ResourceList) []shortage {
+	var out []shortage
 	if q, ok := allocatable[v1.ResourcePods]; ok && int64(used.Pods())+1 > q.Value() {
-		return short(v1.ResourcePods, 1, int64(used.Pods()), q.Value()), false
+		out = append(out, shortage{v1.ResourcePods, 1, int64(used.Pods()), q.Value()})
 	}
 	names := requestedResources(pod)
 	first := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage}
@@ -169,10 +184,10 @@ func fitsResources(pod *v1.Pod, used *Usage, allocatable v1.ResourceList) (PodAd
 			capacity = q.MilliValue()
 		}
 		if u := used.Requested(name); requested > capacity-u {
-			return short(name, requested, u, capacity), false
+			out = append(out, shortage{name, requested, u, capacity})
 		}
 	}
-	return PodAdmitResult{}, true
+	return out
 }
 
 // requestedResources lists the resources any of the pod's containers, its

@@ -108,7 +108,9 @@ func New(c Config) (*Agent, error) {
 		}
 		nodes = a.node // the registered Node, without a request
 		if defaultAdmission {
-			a.cfg.AdmitHandlers = append(a.cfg.AdmitHandlers, nodeAdmitHandler(a.node))
+			// The Node's pods capacity (MaxPods) is the Node's checks'
+			// to enforce: they preempt for a critical pod.
+			a.cfg.AdmitHandlers = append(defaultAdmitHandlers(a.cfg, false), a.nodeAdmitHandler(a.node))
 		}
 	}
 	a.status, err = status.NewManager(status.Config{

@@ -144,15 +144,21 @@ type Config struct {
 	// refusal fails the pod with its reason and message (see package
 	// admission). nil: DefaultAdmitHandlers, the built-in checks from
 	// MaxPods, DenyHostNamespaces and DenyPrivileged, then, with Node,
-	// admission.GeneralPredicatesOrInitial (resources, node affinity and
-	// name, host ports, NoExecute taints, OS) against the registered Node
-	// and, before registration, the Node the agent would register
-	// (node.Controller.InitialNode: labels, taints, capacity and
-	// allocatable), as the kubelet's; a pod does not wait for the
-	// registration. Without Node (standalone) the Node's checks are not
-	// made: there is no Node to check against (the kubelet, standalone,
-	// checks its initial node). To add a check, append it to
-	// DefaultAdmitHandlers(c); a non-nil list is used as it is.
+	// admission.GeneralPredicatesWithPreemption (the pods capacity,
+	// resources, node affinity and name, host ports, NoExecute taints, OS)
+	// against the registered Node and, before registration, the Node the
+	// agent would register (node.Controller.InitialNode: labels, taints,
+	// capacity and allocatable), as the kubelet's; a pod does not wait for
+	// the registration. With Node the pods capacity is the Node's (MaxPods
+	// unless Node.MaxPods), checked there instead of by MaxPods, so that a
+	// critical pod (static, or of priority system-cluster-critical or
+	// more) short only of resources preempts other pods, as the kubelet's
+	// CriticalPodAdmissionHandler: they are evicted (Failed, reason
+	// Preempting) and waited for, on the sync loop. Without Node
+	// (standalone) the Node's checks are not made: there is no Node to
+	// check against (the kubelet, standalone, checks its initial node). To
+	// add a check, append it to DefaultAdmitHandlers(c); a non-nil list is
+	// used as it is.
 	AdmitHandlers []admission.PodAdmitHandler
 
 	// ContainerGCPeriod is how often dead containers are collected when the
@@ -288,16 +294,27 @@ const defaultMaxPods = 110
 // order the agent runs them: MaxPods (110 if unset), then, if set,
 // DenyHostNamespaces and DenyPrivileged. The Node's checks are not among
 // them (the Node is known only once New built its controller): with
-// AdmitHandlers nil the agent appends admission.GeneralPredicatesOrInitial
-// itself; a list of one's own adds admission.GeneralPredicatesOrInitial
-// with funcs that return Agent.Node().SharedNode() and
-// Agent.Node().InitialNode(ctx) once New has returned.
+// AdmitHandlers nil and a Node the agent appends
+// admission.GeneralPredicatesWithPreemption itself, which checks the pods
+// capacity in MaxPods' stead; a list of one's own adds
+// admission.GeneralPredicatesOrInitial with funcs that return
+// Agent.Node().SharedNode() and Agent.Node().InitialNode(ctx) once New has
+// returned.
 func DefaultAdmitHandlers(c Config) []admission.PodAdmitHandler {
-	maxPods := c.MaxPods
-	if maxPods == 0 {
-		maxPods = defaultMaxPods
+	return defaultAdmitHandlers(c, true)
+}
+
+// defaultAdmitHandlers is DefaultAdmitHandlers, MaxPods left out unless
+// withMaxPods.
+func defaultAdmitHandlers(c Config, withMaxPods bool) []admission.PodAdmitHandler {
+	var hs []admission.PodAdmitHandler
+	if withMaxPods {
+		maxPods := c.MaxPods
+		if maxPods == 0 {
+			maxPods = defaultMaxPods
+		}
+		hs = append(hs, admission.MaxPods(maxPods))
 	}
-	hs := []admission.PodAdmitHandler{admission.MaxPods(maxPods)}
 	if c.DenyHostNamespaces {
 		hs = append(hs, admission.DenyHostNamespaces())
 	}

@@ -42,11 +42,12 @@
 // and Lease (package node): MaxPods is the pods capacity, Ready follows the
 // runtime's status and the PLEG's health, mirror pods are owned by the
 // registered Node, and pods are admitted against the Node's allocatable,
-// labels and taints (admission.GeneralPredicatesOrInitial): before the
-// Node is registered, against the Node the agent would register, as the
-// kubelet checks against its initial node, so a pod neither waits for the
-// apiserver nor goes unchecked. Without Config.Node (standalone) these
-// checks are not made.
+// labels and taints (admission.GeneralPredicatesWithPreemption): before
+// the Node is registered, against the Node the agent would register, as
+// the kubelet checks against its initial node, so a pod neither waits for
+// the apiserver nor goes unchecked; a critical pod short only of resources
+// preempts other pods, as the kubelet's. Without Config.Node (standalone)
+// these checks are not made.
 //
 // Everything but the node name and the runtime has a default; every part can
 // be replaced through Config. Without an apiserver client the agent runs

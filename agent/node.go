@@ -51,13 +51,14 @@ func (a *Agent) newNode() (*node.Controller, error) {
 // Node returns the node controller of Config.Node, or nil without one.
 func (a *Agent) Node() *node.Controller { return a.node }
 
-// nodeAdmitHandler is the admit handler of the Node's checks
-// (admission.GeneralPredicatesOrInitial) on ctl: pods are checked against
+// nodeAdmitHandler is the admit handler of the Node's checks on ctl
+// (admission.GeneralPredicatesWithPreemption): pods are checked against
 // the registered Node and, before registration, against the Node ctl
 // would register (its InitialNode), as the kubelet checks them against its
-// initial node; a pod never waits for the apiserver.
-func nodeAdmitHandler(ctl *node.Controller) admission.PodAdmitHandler {
-	return admission.GeneralPredicatesOrInitial(ctl.SharedNode, func() *v1.Node {
+// initial node; a pod never waits for the apiserver. A critical pod short
+// only of resources preempts other pods (preemptPods), as the kubelet's.
+func (a *Agent) nodeAdmitHandler(ctl *node.Controller) admission.PodAdmitHandler {
+	return admission.GeneralPredicatesWithPreemption(ctl.SharedNode, func() *v1.Node {
 		return ctl.InitialNode(context.Background())
-	})
+	}, admission.PreempterFunc(a.preemptPods))
 }

@@ -272,3 +272,63 @@ func TestAdmissionSeesOthersChangesToTheNode(t *testing.T) {
 		})
 	}
 }
+
+// TestCriticalPodPreemptsPods: with a Node, a critical pod (priority
+// system-cluster-critical or more, or static) beyond the node's pods
+// capacity stops another pod to run, as the kubelet's
+// CriticalPodAdmissionHandler; the preempted pod ends Failed with reason
+// Preempting and a DisruptionTarget condition. A pod that is not critical
+// is refused.
+func TestCriticalPodPreemptsPods(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		priority int32
+		preempts bool
+	}{
+		{"a critical pod preempts", 2000001000, true},
+		{"a pod that is not critical is refused", 1000, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt, _ := fake.New(fake.Config{})
+			c := fastConfig(rt)
+			c.MaxPods = 1
+			api := nodetest.New()
+			c.Node = &node.Config{Nodes: api.Nodes(), Leases: api.Leases()}
+			r := start(t, c)
+			waitFor(t, "the Node registered", func() bool { return r.a.Node().SharedNode() != nil })
+			first := newPod("first", v1.RestartPolicyAlways, "c")
+			r.set(first)
+			waitFor(t, "first pod running", func() bool { return r.phase(first.UID) == v1.PodRunning })
+
+			pod := newPod("second", v1.RestartPolicyAlways, "c")
+			pod.Spec.Priority = &tc.priority
+			r.set(first, pod)
+			if !tc.preempts {
+				waitFor(t, "pod refused", func() bool { return r.phase(pod.UID) == v1.PodFailed })
+				if got := r.pod(pod.UID).Status.Reason; got != ReasonOutOfPods {
+					t.Fatalf("refused with %q, want %q", got, ReasonOutOfPods)
+				}
+				if r.phase(first.UID) != v1.PodRunning {
+					t.Fatalf("first pod %v, want it left running", r.phase(first.UID))
+				}
+				return
+			}
+			waitFor(t, "critical pod running", func() bool { return r.phase(pod.UID) == v1.PodRunning })
+			st := r.pod(first.UID).Status
+			if st.Phase != v1.PodFailed || st.Reason != "Preempting" {
+				t.Fatalf("first pod %s %q, want Failed Preempting", st.Phase, st.Reason)
+			}
+			disrupted := false
+			for _, cond := range st.Conditions {
+				disrupted = disrupted || (cond.Type == v1.DisruptionTarget && cond.Status == v1.ConditionTrue && cond.Reason == "TerminationByKubelet")
+			}
+			if !disrupted {
+				t.Fatalf("first pod has no DisruptionTarget condition: %+v", st.Conditions)
+			}
+			running, err := rt.GetPods(context.Background(), false)
+			if err != nil || len(running) != 1 || running[0].ID != pod.UID {
+				t.Fatalf("running on the runtime: %d pods (%v), want the critical pod only", len(running), err)
+			}
+		})
+	}
+}
