@@ -84,15 +84,7 @@ func runWorkers(t *testing.T, s podworkers.PodSyncer, holds *podworkers.Holds) *
 	if holds != nil {
 		p.InstallHolds(holds)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	runUntilCleanup(t, p)
 	return p
 }
 

@@ -94,6 +94,12 @@ func newHarness(t *testing.T, mod func(*podworkers.Config)) *harness {
 	}
 	h.p = p
 	p.InstallHolds(h.holds)
+	runUntilCleanup(t, p)
+	return h
+}
+
+// runUntilCleanup runs p until the test ends, and checks Run's error.
+func runUntilCleanup(t *testing.T, p *podworkers.PodWorkers) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
@@ -103,7 +109,6 @@ func newHarness(t *testing.T, mod func(*podworkers.Config)) *harness {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return h
 }
 
 func (h *harness) update(o podworkers.UpdatePodOptions) {
