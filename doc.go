@@ -22,8 +22,9 @@
 //   - pleg: relists the runtime, emits pod lifecycle events, keeps the Cache.
 //   - syncloop: the main loop that turns updates, events and ticks into calls
 //     on a Handler.
-//   - podworkers: one goroutine per pod, the syncing → terminating →
-//     terminated state machine, grace periods, requeue.
+//   - podworkers: a worker per pod (a goroutine while it has work), the
+//     syncing → terminating → terminated state machine, grace periods,
+//     requeue.
 //   - status: the pod status manager: API status generation, a versioned
 //     cache, sync to the apiserver, mirror pods.
 //   - prober: liveness, readiness and startup probes (HTTP, TCP, gRPC,

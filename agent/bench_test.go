@@ -52,7 +52,7 @@ type pipelineRuntime struct {
 // One op is the whole 1,000. Besides time and allocations it
 // reports the heap retained per pod once they settle (agent, runtime and, for
 // cri, the fake server), the goroutine stacks per pod
-// (not in the heap: mostly the pod workers', one goroutine per pod), runtime
+// (not in the heap: mostly the pod workers', a goroutine per pod with work), runtime
 // calls per pod (CRI calls for cri) and the wall time to all Running.
 func BenchmarkPipeline(b *testing.B) {
 	const n = 1000

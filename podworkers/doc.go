@@ -2,9 +2,11 @@
 // pod UID that applies the latest update of its pod through a PodSyncer and
 // walks the pod through a one-way lifecycle, as the kubelet's pod workers
 // do. Unlike the kubelet's, a worker is a goroutine only while its pod has
-// work: it exits once no update is pending and UpdatePod starts it again,
-// so an idle pod costs no goroutine and no stack (a node of many quiet
-// pods, or a simulation of thousands of nodes, holds none).
+// work: once no update is pending its goroutine takes the next pod waiting
+// for one, or exits, and UpdatePod queues the pod again. An idle pod costs
+// no goroutine and no stack (a node of many quiet pods, or a simulation of
+// thousands of nodes, holds none), and a burst of pods whose syncs are
+// quick runs on a few goroutines; pods whose syncs block get one each.
 //
 // Where it sits: the sync loop (package syncloop) turns config updates, PLEG
 // events and resync ticks into UpdatePod calls; each worker waits until the

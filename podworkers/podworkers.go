@@ -65,8 +65,9 @@ type Config struct {
 	OnTerminated func(uid types.UID)
 }
 
-// PodWorkers runs one goroutine per pod UID and drives each pod through
-// syncing, terminating and terminated (see the package doc). Create it with
+// PodWorkers runs a worker per pod UID, on a goroutine while the pod has
+// work, and drives each pod through syncing, terminating and terminated
+// (see the package doc). Create it with
 // New, start it with Run; all methods are safe for concurrent use.
 type PodWorkers struct {
 	syncer           PodSyncer
