@@ -15,8 +15,11 @@
 // deletionGracePeriodSeconds and stays until its agent has stopped it. The
 // Cluster adds what the control plane would: a scheduler (a pod without
 // spec.nodeName goes to the Ready node with the fewest pods) and the node
-// lifecycle controller's health check (a Lease unrenewed for 40s makes the
-// Node's conditions Unknown, taints it unreachable and its pods not Ready).
+// lifecycle controller: a Lease unrenewed for 40s makes the Node's
+// conditions Unknown and its pods not Ready; a Node found Unknown, or
+// reporting Ready False, is tainted node.kubernetes.io/unreachable or
+// not-ready NoExecute at the next pass (5s), as upstream rate-limited per
+// zone and not while no Node is Ready, and untainted once Ready again.
 //
 //	cl, _ := sim.New(sim.Config{Seed: 1})
 //	defer cl.Close()

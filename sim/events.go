@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -10,8 +11,8 @@ import (
 )
 
 // Event is one observed change of the store: a pod's phase, readiness,
-// container states and restarts, its deletion; a Node's registration and
-// readiness. With the cluster's virtual clock, changes are observed each
+// container states and restarts, its deletion; a Node's registration,
+// readiness and taints. With the cluster's virtual clock, changes are observed each
 // time the cluster is idle, so a run's log holds what the controller
 // under test could see and is the same for the same seed and scenario.
 type Event struct {
@@ -22,7 +23,8 @@ type Event struct {
 	// Object is namespace/name for pods, the name for Nodes.
 	Object string
 	// What changed, e.g. "phase Running", "app restarts 2", "app waiting
-	// CrashLoopBackOff", "ready True", "deleting 30s", "deleted".
+	// CrashLoopBackOff", "ready True", "deleting", "deleted", "tainted
+	// node.kubernetes.io/unreachable:NoExecute".
 	What string
 }
 
@@ -106,7 +108,23 @@ func diffPod(out []string, a, b *podView) []string {
 	return out
 }
 
-type nodeView struct{ ready string }
+type nodeView struct {
+	ready  string
+	taints []string // key[=value]:effect, sorted
+}
+
+func taintsOf(n *v1.Node) []string {
+	out := make([]string, 0, len(n.Spec.Taints))
+	for _, t := range n.Spec.Taints {
+		s := t.Key
+		if t.Value != "" {
+			s += "=" + t.Value
+		}
+		out = append(out, s+":"+string(t.Effect))
+	}
+	sort.Strings(out)
+	return out
+}
 
 // podChanged and nodeChanged note a changed object (under the store's
 // lock); the change is logged at the next flush.
@@ -166,7 +184,18 @@ func (c *Cluster) flushLocked() {
 		if ready != old.ready && ready != "" {
 			evs = append(evs, Event{Time: now, Kind: "Node", Object: name, What: "ready " + ready})
 		}
-		c.nodeViews[name] = nodeView{ready: ready}
+		taints := taintsOf(n)
+		for _, t := range taints {
+			if !slices.Contains(old.taints, t) {
+				evs = append(evs, Event{Time: now, Kind: "Node", Object: name, What: "tainted " + t})
+			}
+		}
+		for _, t := range old.taints {
+			if !slices.Contains(taints, t) {
+				evs = append(evs, Event{Time: now, Kind: "Node", Object: name, What: "untainted " + t})
+			}
+		}
+		c.nodeViews[name] = nodeView{ready: ready, taints: taints}
 	}
 	for k, p := range c.dirtyPods {
 		var b *podView
