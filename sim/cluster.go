@@ -63,6 +63,11 @@ type Config struct {
 	// pod created without one is bound at once to the Ready,
 	// schedulable node with the fewest pods (ties: name order).
 	NoScheduler bool
+	// NoTaintEviction turns the taint eviction controller off (for a test
+	// of one). Default: pods on Nodes with NoExecute taints they do not
+	// tolerate are deleted, as kube-controller-manager's
+	// taint-eviction-controller does.
+	NoTaintEviction bool
 	// NodeMonitorGracePeriod is how long a node's Lease may go unrenewed
 	// before the cluster's node lifecycle controller marks it Unknown.
 	// Default 40s; checked every NodeMonitorPeriod (default 5s).
@@ -85,10 +90,12 @@ type Cluster struct {
 	vc    *Clock // nil when Config.Clock was given
 	store *Store
 	idle  *idleProbe
-	steps atomic.Int64
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
+	// evictor is the taint eviction controller; nil if off.
+	evictor *evictor
+	steps   atomic.Int64
+	ctx     context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
@@ -97,6 +104,7 @@ type Cluster struct {
 	// The event log: changes noted since the last flush, the logged views.
 	noLog      bool
 	log        []Event
+	recorded   []Event // recorded events since the last flush
 	dirtyPods  map[key]*v1.Pod
 	dirtyNodes map[string]*v1.Node
 	podViews   map[key]*podView
@@ -144,6 +152,14 @@ func New(c Config) (*Cluster, error) {
 		defer cl.wg.Done()
 		cl.monitorNodes(cl.ctx)
 	}()
+	if !c.NoTaintEviction {
+		cl.evictor = newEvictor(cl)
+		cl.wg.Add(1)
+		go func() {
+			defer cl.wg.Done()
+			cl.evictor.run(cl.ctx)
+		}()
+	}
 	return cl, nil
 }
 

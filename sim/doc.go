@@ -12,14 +12,23 @@
 // writes the same Store. The Store assigns UIDs, resourceVersions and
 // creationTimestamps, applies the pod defaults nodekit relies on, and
 // deletes gracefully: a bound, running pod gets deletionTimestamp and
-// deletionGracePeriodSeconds and stays until its agent has stopped it. The
-// Cluster adds what the control plane would: a scheduler (a pod without
-// spec.nodeName goes to the Ready node with the fewest pods) and the node
-// lifecycle controller: a Lease unrenewed for 40s makes the Node's
+// deletionGracePeriodSeconds and stays until its agent has stopped it.
+//
+// The Cluster adds what the control plane would. A scheduler: a pod
+// without spec.nodeName goes to the Ready node with the fewest pods. The
+// node lifecycle controller: a Lease unrenewed for 40s makes the Node's
 // conditions Unknown and its pods not Ready; a Node found Unknown, or
 // reporting Ready False, is tainted node.kubernetes.io/unreachable or
-// not-ready NoExecute at the next pass (5s), as upstream rate-limited per
-// zone and not while no Node is Ready, and untainted once Ready again.
+// not-ready NoExecute at the next pass (5s), rate-limited per zone and not
+// while no Node is Ready, as upstream, and untainted once Ready again. The
+// taint eviction controller: a pod on a Node with a NoExecute taint is
+// deleted, gracefully as by any client, at once if it does not tolerate the
+// taint, after its tolerationSeconds if it does (the Store gives every pod
+// the apiserver's 300s tolerations of not-ready and unreachable unless it
+// has its own), never if it tolerates it without; a taint gone before then
+// cancels the eviction. A pod evicted from a node whose agent is gone stays
+// Terminating, as in a cluster, until the agent returns.
+// Config.NoScheduler and Config.NoTaintEviction turn those two off.
 //
 //	cl, _ := sim.New(sim.Config{Seed: 1})
 //	defer cl.Close()
@@ -56,7 +65,8 @@
 //
 // Where it differs from a cluster: no admission, validation or defaulting
 // beyond the pod fields named above; the scheduler only balances pod
-// counts; the node lifecycle controller does not evict; Patch supports the
+// counts; the controllers read the store itself (no informer lag) and act
+// on what one instant changed in name order; Patch supports the
 // status subresource's strategic merge patches only; watches replay the
 // last 4096 pod events and answer 410 Gone beyond; Nodes and Leases have
 // no watch; pods are on runtime/fake's in-memory network, which the

@@ -24,8 +24,16 @@ type Event struct {
 	Object string
 	// What changed, e.g. "phase Running", "app restarts 2", "app waiting
 	// CrashLoopBackOff", "ready True", "deleting", "deleted", "tainted
-	// node.kubernetes.io/unreachable:NoExecute".
+	// node.kubernetes.io/unreachable:NoExecute"; for a recorded event,
+	// "event <Type> <Reason> (<Source>[, <FieldPath>]): <Message>".
 	What string
+	// Type ("Normal", "Warning"), Reason, Message, FieldPath and Source
+	// are set for an event a component recorded about the object, rather
+	// than a change the log saw: the taint eviction's
+	// "TaintManagerEviction". FieldPath names the container of a
+	// container's event ("spec.containers{app}"); Source is the
+	// component.
+	Type, Reason, Message, FieldPath, Source string
 }
 
 // String is the event relative to start, for logs and golden files.
@@ -129,6 +137,9 @@ func taintsOf(n *v1.Node) []string {
 // podChanged and nodeChanged note a changed object (under the store's
 // lock); the change is logged at the next flush.
 func (c *Cluster) podChanged(old, p *v1.Pod) {
+	if c.evictor != nil {
+		c.evictor.podChanged(old, p)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := key{}
@@ -152,7 +163,10 @@ func (c *Cluster) podChanged(old, p *v1.Pod) {
 	}
 }
 
-func (c *Cluster) nodeChanged(_, n *v1.Node) {
+func (c *Cluster) nodeChanged(old, n *v1.Node) {
+	if c.evictor != nil {
+		c.evictor.nodeChanged(old, n)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.noLog {
@@ -167,11 +181,12 @@ func (c *Cluster) nodeChanged(_, n *v1.Node) {
 // flushLocked logs the changes noted since the last flush, in a stable
 // order; c.mu is held.
 func (c *Cluster) flushLocked() {
-	if len(c.dirtyPods) == 0 && len(c.dirtyNodes) == 0 {
+	if len(c.dirtyPods) == 0 && len(c.dirtyNodes) == 0 && len(c.recorded) == 0 {
 		return
 	}
 	now := c.clock.Now()
-	var evs []Event
+	evs := c.recorded
+	c.recorded = nil
 	for name, n := range c.dirtyNodes {
 		ready := ""
 		if r := readyCondition(n); r != nil {
@@ -217,11 +232,24 @@ func (c *Cluster) flushLocked() {
 	}
 	clear(c.dirtyPods)
 	clear(c.dirtyNodes)
+	// An object's recorded events come before the changes the log saw,
+	// in text order: the components that record them in one instant may
+	// run in any order.
 	sort.SliceStable(evs, func(i, j int) bool {
-		if evs[i].Kind != evs[j].Kind {
-			return evs[i].Kind > evs[j].Kind // Pods, then Nodes
+		a, b := &evs[i], &evs[j]
+		switch {
+		case !a.Time.Equal(b.Time):
+			return a.Time.Before(b.Time)
+		case a.Kind != b.Kind:
+			return a.Kind > b.Kind // Pods, then Nodes
+		case a.Object != b.Object:
+			return a.Object < b.Object
+		case (a.Source != "") != (b.Source != ""):
+			return a.Source != ""
+		case a.Source != "":
+			return a.What < b.What
 		}
-		return evs[i].Object < evs[j].Object
+		return false
 	})
 	c.log = append(c.log, evs...)
 }
