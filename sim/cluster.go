@@ -51,7 +51,8 @@ type Config struct {
 	Start time.Time
 	// Agent adjusts each node's agent.Config before the agent is built;
 	// NodeName, Runtime, PodSource, StatusClient, Node and Clock are the
-	// cluster's. Default: the kubelet's defaults (relist PLEG every 1s,
+	// cluster's, and the agent's events go to the store's Events and the
+	// event log (and to a Recorder set here too). Default: the kubelet's defaults (relist PLEG every 1s,
 	// resync 1m, crash-loop back-off 10s to 5m).
 	Agent func(*agent.Config)
 	// Runtime adjusts each node's fake.Config before its runtime is built;
@@ -246,6 +247,11 @@ func (n *Node) startLocked() error {
 	ac.PodSource = c.store.Pods("")
 	ac.StatusClient = func(ns string) status.PodClient { return c.store.Pods(ns) }
 	ac.Jitter = c.jitter(n.name)
+	rec := &recorder{c: c, source: v1.EventSource{Component: "kubelet", Host: n.name}}
+	if ac.Recorder != nil {
+		rec.next = ac.Recorder
+	}
+	ac.Recorder = rec
 	nc := &node.Config{}
 	if ac.Node != nil {
 		nc = ac.Node

@@ -6,10 +6,11 @@
 // seed gives the same run.
 //
 // Where it sits: the Store plays the apiserver. Its clients have the method
-// sets of client-go's typed clients (Pods, Nodes, Leases); the agents list
-// and watch their pods through it, patch statuses, delete pods they have
-// stopped and renew their Leases, and the controller under test reads and
-// writes the same Store. The Store assigns UIDs, resourceVersions and
+// sets of client-go's typed clients (Pods, Nodes, Leases, Events); the
+// agents list and watch their pods through it, patch statuses, delete pods
+// they have stopped, renew their Leases and record their events (Killing,
+// Unhealthy, rejections such as OutOfcpu, DeadlineExceeded ...), and the
+// controller under test reads and writes the same Store. The Store assigns UIDs, resourceVersions and
 // creationTimestamps, applies the pod defaults nodekit relies on, and
 // deletes gracefully: a bound, running pod gets deletionTimestamp and
 // deletionGracePeriodSeconds and stays until its agent has stopped it.
@@ -55,10 +56,15 @@
 // runtime's seeded fault injection (FailureRates); Node.Stop and
 // Node.Start crash and restart an agent with its pods kept.
 //
+// The event log (Cluster.Events) has what changed in the store, seen each
+// time the cluster is idle (a pod's phase, readiness, containers,
+// deletion; a Node's readiness and taints), and the events the agents and
+// the cluster's controllers recorded, with the node of an agent's.
+//
 // Reproducibility: UIDs, generated names, the agents' jitter and the
-// runtimes' faults derive from Config.Seed, and the event log records the
-// store's state each time the cluster is idle, in a stable order, so two
-// runs of a scenario give the same log. What concurrent goroutines do in
+// runtimes' faults derive from Config.Seed, and the event log is kept in a
+// stable order (within an instant by object, an object's recorded events
+// first, in text order), so two runs of a scenario give the same log. What concurrent goroutines do in
 // the same virtual instant may differ between runs (container IDs, pod
 // IPs, which of two pods syncs first, the draws of injected faults); the
 // log shows only what a controller could observe once the instant is over.
@@ -68,8 +74,13 @@
 // counts; the controllers read the store itself (no informer lag) and act
 // on what one instant changed in name order; Patch supports the
 // status subresource's strategic merge patches only; watches replay the
-// last 4096 pod events and answer 410 Gone beyond; Nodes and Leases have
-// no watch; pods are on runtime/fake's in-memory network, which the
+// last 4096 pod events and answer 410 Gone beyond; Nodes, Leases and
+// Events have no watch; Events are counted as client-go's recorder counts
+// an event repeated, without its spam filter (25 per object, then one per
+// 5 minutes) and its merging of similar messages, and hold only the events
+// nodekit records: the kubelet's runtime-manager events (Pulling, Pulled,
+// Failed, BackOff, Created, Started, Killing on deletion) are not among
+// them; pods are on runtime/fake's in-memory network, which the
 // agents' httpGet, tcpSocket and grpc probes reach (fake.Runtime.DialPod):
 // a pod answers as a healthy server (200, SERVING, a connection) once its
 // container runs and its ReadyAfterAnnotation has passed, and refuses

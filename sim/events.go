@@ -29,10 +29,11 @@ type Event struct {
 	What string
 	// Type ("Normal", "Warning"), Reason, Message, FieldPath and Source
 	// are set for an event a component recorded about the object, rather
-	// than a change the log saw: the taint eviction's
-	// "TaintManagerEviction". FieldPath names the container of a
-	// container's event ("spec.containers{app}"); Source is the
-	// component.
+	// than a change the log saw: an agent's "Killing" or "Unhealthy", the
+	// taint eviction's "TaintManagerEviction" (the store's Events have
+	// them too). FieldPath names the container of a container's event
+	// ("spec.containers{app}"); Source is the node of an agent's event,
+	// else the component.
 	Type, Reason, Message, FieldPath, Source string
 }
 

@@ -52,7 +52,7 @@ type evictor struct {
 type eviction struct{ created, fire time.Time }
 
 func newEvictor(c *Cluster) *evictor {
-	return &evictor{c: c, rec: &recorder{c: c, source: TaintEvictionController},
+	return &evictor{c: c, rec: &recorder{c: c, source: v1.EventSource{Component: TaintEvictionController}},
 		nodes: map[string]bool{}, pods: map[key]string{}, wake: make(chan struct{}, 1),
 		tainted: map[string][]v1.Taint{}, work: map[key]eviction{}}
 }

@@ -125,6 +125,10 @@ func TestTaintEviction(t *testing.T) {
 			case marked.Sub(tainted) != tt.evict || !deleting.Equal(marked):
 				t.Fatalf("p marked for deletion %v and deleting %v after the taint, want both %v", marked.Sub(tainted), deleting.Sub(tainted), tt.evict)
 			}
+			evs, err := cl.Store().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "reason=TaintManagerEviction,source=" + sim.TaintEvictionController})
+			if err != nil || len(evs.Items) == 0 || evs.Items[0].Message != "Marking for deletion Pod default/p" || evs.Items[0].InvolvedObject.Name != "p" {
+				t.Errorf("the store's TaintManagerEviction Events: %+v, %v", evs, err)
+			}
 			got, err := cl.Pod("default", "p")
 			switch tt.after {
 			case "gone":

@@ -9,16 +9,25 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// recorder records the events of one component (the taint eviction
-// controller) in the cluster's event log.
+// recorder records the events of one component (a node's agent, the
+// taint eviction controller) in the store and the cluster's event log.
+// It satisfies podconfig.EventRecorder (and client-go's
+// record.EventRecorder's Eventf).
 type recorder struct {
 	c *Cluster
-	// source is the component's name.
-	source string
+	// source is the component: "kubelet" and its node for the agents.
+	source v1.EventSource
+	// next, if set, is told too (an agent.Config.Recorder of the test's).
+	next interface {
+		Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any)
+	}
 }
 
 // Eventf records an event about obj, as client-go's record.EventRecorder.
 func (r *recorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	if r.next != nil {
+		r.next.Eventf(obj, eventtype, reason, messageFmt, args...)
+	}
 	ref, err := refOf(obj)
 	if err != nil {
 		return // client-go's recorder drops it too
@@ -52,8 +61,16 @@ func refOf(obj runtime.Object) (*v1.ObjectReference, error) {
 		Name: m.GetName(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion()}, nil
 }
 
-// recordEvent adds a recorded event to the log.
-func (c *Cluster) recordEvent(ref *v1.ObjectReference, eventtype, reason, message, source string) {
+// recordEvent adds a recorded event to the store's Events and the log,
+// where its Source is the node of an agent's event, else the component.
+func (c *Cluster) recordEvent(ref *v1.ObjectReference, eventtype, reason, message string, src v1.EventSource) {
+	c.store.mu.Lock()
+	c.store.recordLocked(ref, eventtype, reason, message, src)
+	c.store.mu.Unlock()
+	source := src.Host
+	if source == "" {
+		source = src.Component
+	}
 	object := ref.Name
 	if ref.Namespace != "" {
 		object = ref.Namespace + "/" + ref.Name

@@ -38,12 +38,12 @@ const historySize = 4096
 
 type key struct{ namespace, name string }
 
-// Store is the in-memory API of a Cluster: pods, Nodes and Leases with the
-// apiserver's bookkeeping (UIDs, resourceVersions, creationTimestamps,
-// generation, graceful deletion, status subresources) and pod watches. Its
-// clients have the method sets of client-go's typed clients, so nodekit's
-// parts and a controller under test use it as they would an apiserver.
-// Safe for concurrent use.
+// Store is the in-memory API of a Cluster: pods, Nodes, Leases and Events
+// with the apiserver's bookkeeping (UIDs, resourceVersions,
+// creationTimestamps, generation, graceful deletion, status subresources)
+// and pod watches. Its clients have the method sets of client-go's typed
+// clients, so nodekit's parts and a controller under test use it as they
+// would an apiserver. Safe for concurrent use.
 type Store struct {
 	clock clock.PassiveClock
 
@@ -68,6 +68,12 @@ type Store struct {
 	// bind, if set, is the scheduler: it names a node for an unbound pod
 	// or returns "".
 	bind func(*v1.Pod) string
+
+	// Events, the key of each by what makes it the same event, and the
+	// random source of their UIDs (see recordLocked).
+	events    map[key]*v1.Event
+	eventKeys map[string]key
+	eventRng  *rand.Rand
 }
 
 func newStore(clk clock.PassiveClock, seed uint64) *Store {
@@ -77,16 +83,22 @@ func newStore(clk clock.PassiveClock, seed uint64) *Store {
 		pods:         map[key]*v1.Pod{},
 		nodes:        map[string]*v1.Node{},
 		leases:       map[key]*coordinationv1.Lease{},
+		events:       map[key]*v1.Event{},
+		eventKeys:    map[string]key{},
+		eventRng:     rand.New(rand.NewPCG(seed^0x9e3779b97f4a7c15, seed)),
 		watchers:     map[*podWatch]struct{}{},
 		nodeWatchers: map[string]map[*podWatch]struct{}{},
 	}
 }
 
 // meta fills what the apiserver assigns on create; s.mu is held.
-func (s *Store) meta(m *metav1.ObjectMeta) {
+func (s *Store) meta(m *metav1.ObjectMeta) { s.metaFrom(s.rng, m) }
+
+// metaFrom is meta with the UID drawn from rng.
+func (s *Store) metaFrom(rng *rand.Rand, m *metav1.ObjectMeta) {
 	var b [16]byte
 	for i := range b {
-		b[i] = byte(s.rng.Uint32())
+		b[i] = byte(rng.Uint32())
 	}
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
