@@ -64,23 +64,28 @@
 // Reproducibility: UIDs, generated names, the agents' jitter and the
 // runtimes' faults derive from Config.Seed, and the event log is kept in a
 // stable order (within an instant by object, an object's recorded events
-// first, in text order), so two runs of a scenario give the same log. What concurrent goroutines do in
-// the same virtual instant may differ between runs (container IDs, pod
-// IPs, which of two pods syncs first, the draws of injected faults); the
-// log shows only what a controller could observe once the instant is over.
+// first and in text order, not in the order they were made), so two runs
+// of a scenario give the same log. What concurrent goroutines do in the
+// same virtual instant may differ between runs (container IDs, pod IPs,
+// which of two pods syncs first, the draws of injected faults, the names
+// of Events); the log shows only what a controller could observe once the
+// instant is over.
 //
 // Where it differs from a cluster: no admission, validation or defaulting
-// beyond the pod fields named above; the scheduler only balances pod
-// counts; the controllers read the store itself (no informer lag) and act
-// on what one instant changed in name order; Patch supports the
+// beyond the pod fields named above (with DefaultTolerationSeconds' 300s
+// tolerations); the scheduler only balances pod counts; the controllers
+// read the store itself (no informer lag) and act on what one instant
+// changed in name order; the node lifecycle controller sets no NoSchedule
+// taints for conditions (the scheduler reads readiness) and records no
+// events of its own (NodeNotReady, RegisteredNode); Patch supports the
 // status subresource's strategic merge patches only; watches replay the
 // last 4096 pod events and answer 410 Gone beyond; Nodes, Leases and
-// Events have no watch; Events are counted as client-go's recorder counts
-// an event repeated, without its spam filter (25 per object, then one per
-// 5 minutes) and its merging of similar messages, and hold only the events
-// nodekit records: the kubelet's runtime-manager events (Pulling, Pulled,
-// Failed, BackOff, Created, Started, Killing on deletion) are not among
-// them; pods are on runtime/fake's in-memory network, which the
+// Events have no watch; Events count an event repeated as client-go's
+// recorder does, without its spam filter (a burst of 25 per object, then
+// one per 5 minutes) and its merging of similar messages, and hold only
+// the events nodekit records: none of the kubelet's runtime manager
+// (Pulling, Pulled, Failed, BackOff, Created, Started, Killing on
+// deletion); pods are on runtime/fake's in-memory network, which the
 // agents' httpGet, tcpSocket and grpc probes reach (fake.Runtime.DialPod):
 // a pod answers as a healthy server (200, SERVING, a connection) once its
 // container runs and its ReadyAfterAnnotation has passed, and refuses
