@@ -46,15 +46,13 @@ type evictor struct {
 
 	// Owned by run's goroutine.
 	tainted map[string][]v1.Taint // NoExecute taints by node
-	work    map[key]eviction      // evictions due later
+	work    map[key]time.Time     // evictions due later, by when
 }
-
-type eviction struct{ created, fire time.Time }
 
 func newEvictor(c *Cluster) *evictor {
 	return &evictor{c: c, rec: &recorder{c: c, source: v1.EventSource{Component: TaintEvictionController}},
 		nodes: map[string]bool{}, pods: map[key]string{}, wake: make(chan struct{}, 1),
-		tainted: map[string][]v1.Taint{}, work: map[key]eviction{}}
+		tainted: map[string][]v1.Taint{}, work: map[key]time.Time{}}
 }
 
 func noExecute(taints []v1.Taint) []v1.Taint {
@@ -235,24 +233,22 @@ func (e *evictor) weigh(k key, tolerations []v1.Toleration, taints []v1.Taint, n
 		e.evict(k)
 		return
 	}
-	min := minTolerationTime(used)
-	if min < 0 {
+	wait := minTolerationTime(used)
+	if wait < 0 {
 		e.cancel(k)
 		return
 	}
-	start := now
-	if w, ok := e.work[k]; ok {
-		if w.created.Add(min).Before(now.Add(min)) {
-			return // the eviction stands
-		}
-		start = w.created
-		e.cancel(k)
+	// A scheduled eviction stands, whatever the tolerations say now: the
+	// controller keeps one created before now (start+wait < now+wait),
+	// which on a real clock any earlier one is.
+	if _, ok := e.work[k]; ok {
+		return
 	}
-	if min == 0 {
+	if wait == 0 {
 		e.evict(k)
 		return
 	}
-	e.work[k] = eviction{created: start, fire: now.Add(min)}
+	e.work[k] = now.Add(wait)
 }
 
 // matchingTolerations returns, for each taint, the first toleration that
@@ -310,16 +306,16 @@ func podRef(k key) *v1.ObjectReference {
 func (e *evictor) fireDue(now time.Time) (time.Time, bool) {
 	var due []key
 	var next time.Time
-	for k, w := range e.work {
+	for k, fire := range e.work {
 		switch {
-		case !w.fire.After(now):
+		case !fire.After(now):
 			due = append(due, k)
-		case next.IsZero() || w.fire.Before(next):
-			next = w.fire
+		case next.IsZero() || fire.Before(next):
+			next = fire
 		}
 	}
 	slices.SortFunc(due, func(a, b key) int {
-		if c := e.work[a].fire.Compare(e.work[b].fire); c != 0 {
+		if c := e.work[a].Compare(e.work[b]); c != 0 {
 			return c
 		}
 		return compareKeys(a, b)

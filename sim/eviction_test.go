@@ -198,3 +198,24 @@ func TestNoTaintEvictionLeavesPods(t *testing.T) {
 		t.Fatalf("p deleted with eviction off: %v, %s", got.DeletionTimestamp, got.Status.Phase)
 	}
 }
+
+// A pod and its node's taint seen in the same instant (the pod created as
+// the node is tainted) schedule one eviction: none is cancelled, as on a
+// real clock the pod's second look comes later than the first.
+func TestAnEvictionSeenTwiceInOneInstantStands(t *testing.T) {
+	cl := newCluster(t, sim.Config{}, "n1", "n2")
+	run(t, cl, time.Second)
+	p := pod("p", nil)
+	p.Spec.NodeName = "n1"
+	p.Spec.Tolerations = []v1.Toleration{tolerate("dedicated", ptr.To[int64](60))}
+	taintNode(t, cl, "n1", v1.Taint{Key: "dedicated", Effect: v1.TaintEffectNoExecute})
+	create(t, cl, p)
+	start := cl.Clock().Now()
+	run(t, cl, 2*time.Minute)
+	if at, ok := firstAt(cl, "default/p", cancelling); ok {
+		t.Errorf("eviction cancelled at %v", at.Sub(start))
+	}
+	if at, ok := firstAt(cl, "default/p", marking); !ok || at.Sub(start) != time.Minute {
+		t.Errorf("p marked for deletion %v after the taint (%v), want 1m0s", at.Sub(start), ok)
+	}
+}
