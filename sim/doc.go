@@ -59,7 +59,12 @@
 // The event log (Cluster.Events) has what changed in the store, seen each
 // time the cluster is idle (a pod's phase, readiness, containers,
 // deletion; a Node's readiness and taints), and the events the agents and
-// the cluster's controllers recorded, with the node of an agent's.
+// the cluster's controllers recorded, with the node of an agent's, but for
+// those of readiness probes: as the kubelet's, an agent probes readiness
+// at once whenever it makes a status for a container not ready yet, and
+// whether that probe sees the container running races with the status
+// being stored, so how many fail around a container's start differs
+// between runs. The store's Events have them all.
 //
 // Reproducibility: UIDs, generated names, the agents' jitter and the
 // runtimes' faults derive from Config.Seed, and the event log is kept in a

@@ -62,11 +62,16 @@ func refOf(obj runtime.Object) (*v1.ObjectReference, error) {
 }
 
 // recordEvent adds a recorded event to the store's Events and the log,
-// where its Source is the node of an agent's event, else the component.
+// where its Source is the node of an agent's event, else the component;
+// but for a readiness probe's, which only the store gets (see
+// readinessProbeEvent).
 func (c *Cluster) recordEvent(ref *v1.ObjectReference, eventtype, reason, message string, src v1.EventSource) {
 	c.store.mu.Lock()
 	c.store.recordLocked(ref, eventtype, reason, message, src)
 	c.store.mu.Unlock()
+	if readinessProbeEvent(reason, message) {
+		return
+	}
 	source := src.Host
 	if source == "" {
 		source = src.Component
@@ -90,4 +95,15 @@ func (c *Cluster) recordEvent(ref *v1.ObjectReference, eventtype, reason, messag
 	if c.vc == nil {
 		c.flushLocked()
 	}
+}
+
+// readinessProbeEvent: an event of a readiness probe (Unhealthy,
+// ProbeWarning), which the log leaves out. As the kubelet's, the agent's
+// prober runs a readiness probe at once whenever a status is made for a
+// container not ready yet, and whether that probe sees the container's
+// new status races with the status being stored; so how many such probes
+// fail, and in which instant, differs between runs of a seed (by one
+// around a container's start), which the log must not.
+func readinessProbeEvent(reason, message string) bool {
+	return (reason == "Unhealthy" || reason == "ProbeWarning") && strings.HasPrefix(message, "Readiness probe")
 }
