@@ -56,6 +56,9 @@ type Agent struct {
 
 	// runtimeErr holds why the last runtime check failed, or a nil error.
 	runtimeErr atomic.Pointer[error]
+	// networkErr holds why the runtime's network is not ready, or a nil
+	// error: it holds back the start of pods on the pod network only.
+	networkErr atomic.Pointer[error]
 	// runtime is the runtime's health as checkRuntime last heard it.
 	runtime runtime.State
 	started atomic.Bool
@@ -172,6 +175,7 @@ func New(c Config) (*Agent, error) {
 		}
 	}
 	a.setRuntimeErr(errors.New("runtime status not checked yet"))
+	a.networkErr.Store(new(error))
 	return a, nil
 }
 
@@ -382,18 +386,35 @@ func (a *Agent) checkRuntime(ctx context.Context) {
 	}
 	now := a.cfg.Clock.Now()
 	a.runtime.Observe(st, serr, now)
-	var err error
+	var err, netErr error
 	switch {
 	case serr != nil && a.runtime.Down(now): // also before a first answer
 		err = fmt.Errorf("runtime status: %w", serr)
-	case !a.runtime.Last().Ready():
-		err = fmt.Errorf("runtime not ready: %+v", a.runtime.Last().Conditions)
+	case !conditionTrue(a.runtime.Last(), runtime.RuntimeReady):
+		err = fmt.Errorf("container runtime not ready: %+v", a.runtime.Last().Conditions)
 	}
-	if was := *a.runtimeErr.Load(); a.node != nil && (was == nil) != (err == nil) {
+	// As the kubelet's runtime state, the network apart: a runtime whose
+	// network is not ready still syncs every pod, and only the pods on the
+	// pod network wait to start (SyncPod).
+	if last := a.runtime.Last(); last != nil && !conditionTrue(last, runtime.NetworkReady) {
+		netErr = fmt.Errorf("container runtime network not ready: %+v", last.Condition(runtime.NetworkReady))
+	}
+	wasErr, wasNet := *a.runtimeErr.Load(), *a.networkErr.Load()
+	if a.node != nil && ((wasErr == nil) != (err == nil) || (wasNet == nil) != (netErr == nil)) {
 		a.node.Trigger() // readiness changed: report it now
 	}
 	a.setRuntimeErr(err)
+	a.networkErr.Store(&netErr)
 }
+
+// conditionTrue reports whether st has condition t and it is true.
+func conditionTrue(st *runtime.RuntimeStatus, t runtime.RuntimeConditionType) bool {
+	c := st.Condition(t)
+	return c != nil && c.Status
+}
+
+// networkError is why pods on the pod network cannot start now, or nil.
+func (a *Agent) networkError() error { return *a.networkErr.Load() }
 
 func (a *Agent) setRuntimeErr(err error) { a.runtimeErr.Store(&err) }
 

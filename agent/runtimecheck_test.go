@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -67,4 +68,46 @@ func TestRuntimeCheckLeavesTheLastAnswerStanding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestANetworkNotReadyHoldsBackOnlyPodsOnThePodNetwork: as the kubelet,
+// a runtime whose NetworkReady is false is no runtime error: every pod
+// still syncs, a pod on the host's network starts, one on the pod network
+// waits to start until the network is ready, and a running pod can be
+// stopped meanwhile.
+func TestANetworkNotReadyHoldsBackOnlyPodsOnThePodNetwork(t *testing.T) {
+	rt, err := fake.New(fake.Config{})
+	require.NoError(t, err)
+	r := start(t, fastConfig(rt))
+	running := newPod("running", v1.RestartPolicyAlways, "c")
+	r.set(running)
+	waitFor(t, "first pod running", func() bool { return r.phase(running.UID) == v1.PodRunning })
+
+	rt.SetCondition(runtime.RuntimeCondition{Type: runtime.NetworkReady, Status: false, Reason: "NetworkPluginNotReady"})
+	waitFor(t, "the agent saw the network down", func() bool { return r.a.networkError() != nil })
+	require.NoError(t, r.a.runtimeError(), "a network not ready is no runtime error")
+	host := newPod("host", v1.RestartPolicyAlways, "c")
+	host.Spec.HostNetwork = true
+	podNet := newPod("podnet", v1.RestartPolicyAlways, "c")
+	r.set(running, host, podNet)
+	waitFor(t, "the host-network pod running", func() bool { return r.phase(host.UID) == v1.PodRunning })
+	time.Sleep(100 * time.Millisecond) // several syncs and relists
+	require.Equal(t, v1.PodPending, r.phase(podNet.UID), "a pod on the pod network started without a network")
+
+	r.set(host, podNet) // the first pod removed: it stops
+	waitFor(t, "the removed pod stopped", func() bool {
+		pods, err := rt.GetPods(context.Background(), false)
+		if err != nil {
+			return false
+		}
+		for _, p := range pods {
+			if p.ID == running.UID {
+				return false
+			}
+		}
+		return true
+	})
+
+	rt.SetCondition(runtime.RuntimeCondition{Type: runtime.NetworkReady, Status: true})
+	waitFor(t, "the pod-network pod running once the network is ready", func() bool { return r.phase(podNet.UID) == v1.PodRunning })
 }

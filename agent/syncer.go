@@ -52,6 +52,14 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 	if err := a.runtimeError(); err != nil {
 		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
 	}
+	// As the kubelet: while the network is not ready, only pods on the
+	// host's network start; the others wait (and pods stop as usual).
+	if err := a.networkError(); err != nil && !pod.Spec.HostNetwork {
+		if a.cfg.Recorder != nil {
+			a.cfg.Recorder.Eventf(pod, v1.EventTypeWarning, "NetworkNotReady", "network is not ready: %v", err)
+		}
+		return false, fmt.Errorf("%w: network is not ready: %w", podworkers.ErrTransient, err)
+	}
 	if !a.owner { // a status owner's readiness is its own
 		a.prober.AddPod(pod)
 	}
