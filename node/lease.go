@@ -87,7 +87,7 @@ func (c *Controller) ensureLease(ctx context.Context) (*coordinationv1.Lease, bo
 		if err == nil {
 			return lease, created
 		}
-		wait = nextBackoff(wait)
+		wait = nextBackoff(wait, backoffInitial, backoffMax)
 		c.cfg.Log.Error(err, "Failed to ensure the lease exists, will retry", "in", wait)
 		if !c.sleep(ctx, wait) {
 			return nil, false

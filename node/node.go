@@ -302,9 +302,9 @@ func (c *Controller) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// nextBackoff doubles d within [backoffInitial, backoffMax].
-func nextBackoff(d time.Duration) time.Duration {
-	return min(max(2*d, backoffInitial), backoffMax)
+// nextBackoff doubles d within [initial, limit].
+func nextBackoff(d, initial, limit time.Duration) time.Duration {
+	return min(max(2*d, initial), limit)
 }
 
 // register creates or reconciles the Node, retrying with back-off until it
@@ -319,7 +319,7 @@ func (c *Controller) register(ctx context.Context) error {
 		if permanent(err) {
 			return fmt.Errorf("node: registering Node %q: %w", c.cfg.NodeName, err)
 		}
-		wait = nextBackoff(wait)
+		wait = nextBackoff(wait, backoffInitial, backoffMax)
 		c.cfg.Log.Error(err, "Unable to register node, will retry", "node", c.cfg.NodeName, "in", wait)
 		if !c.sleep(ctx, wait) {
 			return nil

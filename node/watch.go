@@ -41,7 +41,7 @@ func (c *Controller) watchLoop(ctx context.Context, w NodeWatcher) {
 	list, listRV, rv := true, "0", ""
 	var backoff time.Duration
 	failed := func(msg string, err error) bool {
-		backoff = min(max(2*backoff, watchBackoffInitial), watchBackoffMax)
+		backoff = nextBackoff(backoff, watchBackoffInitial, watchBackoffMax)
 		c.cfg.Log.Error(err, msg, "node", c.cfg.NodeName, "retryIn", backoff)
 		list = true
 		return c.sleep(ctx, backoff)
