@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,7 +82,7 @@ func (c *Controller) retryUpdateLease(ctx context.Context, base *coordinationv1.
 // ensureLease reads the Lease, creating it if missing, retrying with
 // back-off until that works or ctx ends (nil).
 func (c *Controller) ensureLease(ctx context.Context) (*coordinationv1.Lease, bool) {
-	var wait = backoffInitial / 2
+	var wait time.Duration
 	for {
 		lease, created, err := c.tryEnsureLease(ctx)
 		if err == nil {
