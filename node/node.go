@@ -514,8 +514,9 @@ func (c *Controller) tryUpdateStatus(ctx context.Context, try int) error {
 	if !statusChanged(&base.Status, st) && now.Sub(c.lastReport) < c.cfg.ReportFrequency {
 		return nil
 	}
-	n := base.DeepCopy()
-	n.Status = *st.DeepCopy()
+	// One copy of base's meta and spec with the new status, rather than
+	// a copy of base whose status is then replaced.
+	n := (&v1.Node{TypeMeta: base.TypeMeta, ObjectMeta: base.ObjectMeta, Spec: base.Spec, Status: *st}).DeepCopy()
 	cctx, cancel := c.callCtx(ctx)
 	updated, err := c.cfg.Nodes.UpdateStatus(cctx, n, metav1.UpdateOptions{})
 	cancel()
