@@ -1,10 +1,10 @@
 package agent
 
 import (
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/podutil"
@@ -37,8 +37,14 @@ func (a *Agent) preemptPods(victims []*v1.Pod, message string) {
 		err := a.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: pod,
 			KillPodOptions: &podworkers.KillPodOptions{CompletedCh: done, Evict: true, PodStatusFunc: func(s *v1.PodStatus) {
 				s.Phase, s.Reason, s.Message = v1.PodFailed, admission.ReasonPreempting, message
-				setCondition(s, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(a.cfg.Clock.Now()),
-					Reason: preemptionReasonByKubelet, Message: "Pod was preempted by Kubelet to accommodate a critical pod."})
+				// Its transition time is the status manager's to set.
+				c := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+					Reason: preemptionReasonByKubelet, Message: "Pod was preempted by Kubelet to accommodate a critical pod."}
+				if i := slices.IndexFunc(s.Conditions, func(o v1.PodCondition) bool { return o.Type == c.Type }); i >= 0 {
+					s.Conditions[i] = c
+				} else {
+					s.Conditions = append(s.Conditions, c)
+				}
 			}}})
 		if err != nil {
 			a.log.Error(err, "Cannot preempt pod", "pod", podutil.FullName(pod))
@@ -63,19 +69,4 @@ func (a *Agent) preemptPods(victims []*v1.Pod, message string) {
 		}
 		t.Stop()
 	}
-}
-
-// setCondition sets c in s, replacing a condition of its type, with the
-// time of the transition kept when its status did not change.
-func setCondition(s *v1.PodStatus, c v1.PodCondition) {
-	for i := range s.Conditions {
-		if s.Conditions[i].Type == c.Type {
-			if s.Conditions[i].Status == c.Status {
-				c.LastTransitionTime = s.Conditions[i].LastTransitionTime
-			}
-			s.Conditions[i] = c
-			return
-		}
-	}
-	s.Conditions = append(s.Conditions, c)
 }
