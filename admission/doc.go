@@ -11,7 +11,7 @@
 // NoExecute taints, OS; reasons OutOfcpu, NodeAffinity, ...), which the
 // agent adds when it registers a Node, as GeneralPredicatesWithPreemption:
 // until the Node is registered, pods are checked against the Node it would
-// register, as by the kubelet, and a critical pod (IsCriticalPod) short
+// register, as by the kubelet, and a critical pod (podutil.IsCritical) short
 // only of resources is admitted once a Preempter stopped a set of other
 // pods chosen as the kubelet's CriticalPodAdmissionHandler chooses them.
 // A custom check is a

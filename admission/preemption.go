@@ -23,21 +23,10 @@ const (
 	PreemptionMessage = "Preempted in order to admit critical pod"
 )
 
-// SystemCriticalPriority is the lowest priority of a critical pod
-// (system-cluster-critical and system-node-critical have it or more).
-const SystemCriticalPriority int32 = 2000000000
-
-// IsCriticalPod reports whether the kubelet treats pod as critical: a
-// static or mirror pod, or one of priority SystemCriticalPriority or more.
-func IsCriticalPod(pod *v1.Pod) bool {
-	return podutil.IsStaticPod(pod) || podutil.IsMirrorPod(pod) ||
-		(pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority)
-}
-
 // preemptable reports whether preemptor may preempt preemptee: a critical
 // pod any pod that is not, otherwise a pod of higher priority.
 func preemptable(preemptor, preemptee *v1.Pod) bool {
-	if IsCriticalPod(preemptor) && !IsCriticalPod(preemptee) {
+	if podutil.IsCritical(preemptor) && !podutil.IsCritical(preemptee) {
 		return true
 	}
 	return preemptor.Spec.Priority != nil && preemptee.Spec.Priority != nil &&
@@ -61,7 +50,7 @@ func (f PreempterFunc) Preempt(victims []*v1.Pod, message string) { f(victims, m
 
 // GeneralPredicatesWithPreemption is GeneralPredicatesOrInitial with the
 // kubelet's CriticalPodAdmissionHandler (pkg/kubelet/preemption): a
-// critical pod (IsCriticalPod) refused only because the node is short of
+// critical pod (podutil.IsCritical) refused only because the node is short of
 // resources (the pods count, cpu, memory, ...) is admitted once preempter
 // has stopped a set of OtherPods that frees them. The set is the kubelet's:
 // pods the critical pod may preempt (not critical, or of lower priority),
@@ -82,7 +71,7 @@ func GeneralPredicatesWithPreemption(registered, initial func() *v1.Node, preemp
 			return PodAdmitResult{Admit: true}
 		}
 		r, short, other := checkNode(attrs, n, affinity)
-		if r.Admit || len(short) == 0 || preempter == nil || !IsCriticalPod(attrs.Pod) {
+		if r.Admit || len(short) == 0 || preempter == nil || !podutil.IsCritical(attrs.Pod) {
 			return r
 		}
 		if !other.Admit {

@@ -24,7 +24,7 @@ func named(name string, guaranteed bool, kv ...string) *v1.Pod {
 }
 
 func critical(p *v1.Pod) *v1.Pod {
-	p.Spec.Priority = ptr.To(admission.SystemCriticalPriority)
+	p.Spec.Priority = ptr.To(podutil.SystemCriticalPriority)
 	return p
 }
 

@@ -63,10 +63,17 @@ func BuildFullName(name, namespace string) string {
 	return name + "_" + namespace
 }
 
-// IsCritical reports whether the pod is static or mirror: such pods are
-// admitted and kept even under pressure, as in the kubelet.
+// SystemCriticalPriority is the lowest priority of a critical pod
+// (system-cluster-critical and system-node-critical have it or more).
+const SystemCriticalPriority int32 = 2000000000
+
+// IsCritical reports whether the kubelet treats the pod as critical
+// (kubetypes.IsCriticalPod): static or mirror, or of priority
+// SystemCriticalPriority or more. Such pods are admitted and kept even
+// under pressure, preempting others if need be.
 func IsCritical(pod *v1.Pod) bool {
-	return IsStaticPod(pod) || IsMirrorPod(pod)
+	return IsStaticPod(pod) || IsMirrorPod(pod) ||
+		(pod != nil && pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority)
 }
 
 // IsRestartableInitContainer reports whether an init container is a sidecar

@@ -11,6 +11,11 @@ func pod(ann map[string]string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Annotations: ann}}
 }
 
+func withPriority(p *v1.Pod, priority int32) *v1.Pod {
+	p.Spec.Priority = &priority
+	return p
+}
+
 func TestPodKinds(t *testing.T) {
 	tests := []struct {
 		name                     string
@@ -24,6 +29,8 @@ func TestPodKinds(t *testing.T) {
 		{name: "http pod is static", pod: pod(map[string]string{ConfigSourceAnnotationKey: HTTPSource}), static: true, critical: true, source: "http"},
 		{name: "pod without source is not static", pod: pod(nil)},
 		{name: "mirror annotation marks a mirror pod", pod: pod(map[string]string{ConfigMirrorAnnotationKey: "abc"}), mirror: true, critical: true},
+		{name: "an apiserver pod of system-critical priority is critical", pod: withPriority(pod(nil), SystemCriticalPriority), critical: true},
+		{name: "an apiserver pod of a lower priority is not", pod: withPriority(pod(nil), SystemCriticalPriority-1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
