@@ -277,29 +277,35 @@ func (c *Cluster) markPodsNotReady(node string, now time.Time) {
 // the pass found it, the opposite taint is swapped at once, a missing one
 // queued for the rate-limited tainting pass, and a Ready node untainted.
 func (c *Cluster) taintByCondition(lc *lifecycle, n *v1.Node, observed v1.ConditionStatus, now time.Time) {
-	t := lc.tainters[zoneKey(n)]
-	switch observed {
-	case v1.ConditionFalse:
-		if hasTaint(n, UnreachableTaint) {
-			c.swapTaints(n.Name, NotReadyTaint, UnreachableTaint)
-			return
-		}
-		if !hasTaint(n, NotReadyTaint) {
-			t.remove(n.Name)
-		}
-		t.add(n.Name, now)
-	case v1.ConditionUnknown:
-		if hasTaint(n, NotReadyTaint) {
-			c.swapTaints(n.Name, UnreachableTaint, NotReadyTaint)
-			return
-		}
-		if !hasTaint(n, UnreachableTaint) {
-			t.remove(n.Name)
-		}
-		t.add(n.Name, now)
-	case v1.ConditionTrue:
+	if observed == v1.ConditionTrue {
 		c.markReachable(lc, n)
+		return
 	}
+	want, other, ok := taintFor(observed)
+	if !ok {
+		return
+	}
+	if hasTaint(n, other) {
+		c.swapTaints(n.Name, want, other)
+		return
+	}
+	t := lc.tainters[zoneKey(n)]
+	if !hasTaint(n, want) {
+		t.remove(n.Name)
+	}
+	t.add(n.Name, now)
+}
+
+// taintFor is the NoExecute taint a Ready condition of status calls for
+// and the other one, which it replaces; false for True or no condition.
+func taintFor(status v1.ConditionStatus) (want, other v1.Taint, ok bool) {
+	switch status {
+	case v1.ConditionFalse:
+		return NotReadyTaint, UnreachableTaint, true
+	case v1.ConditionUnknown:
+		return UnreachableTaint, NotReadyTaint, true
+	}
+	return v1.Taint{}, v1.Taint{}, false
 }
 
 // markReachable removes both NoExecute taints and forgets the node's place
@@ -420,11 +426,8 @@ func (c *Cluster) taintNodes(lc *lifecycle, now time.Time) (time.Time, bool) {
 			if r := readyCondition(n); r != nil {
 				ready = r.Status
 			}
-			switch ready {
-			case v1.ConditionFalse:
-				c.swapTaints(name, NotReadyTaint, UnreachableTaint)
-			case v1.ConditionUnknown:
-				c.swapTaints(name, UnreachableTaint, NotReadyTaint)
+			if want, other, ok := taintFor(ready); ok {
+				c.swapTaints(name, want, other)
 			}
 		}
 	}
