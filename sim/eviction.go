@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -75,18 +76,13 @@ func (e *evictor) signal() {
 // nodeChanged notes a Node whose NoExecute taints changed (store's lock
 // held).
 func (e *evictor) nodeChanged(old, n *v1.Node) {
-	if old != nil && slices.EqualFunc(noExecute(old.Spec.Taints), noExecute(n.Spec.Taints), sameTaint) {
+	if old != nil && equality.Semantic.DeepEqual(noExecute(old.Spec.Taints), noExecute(n.Spec.Taints)) {
 		return
 	}
 	e.mu.Lock()
 	e.nodes[n.Name] = true
 	e.mu.Unlock()
 	e.signal()
-}
-
-func sameTaint(a, b v1.Taint) bool {
-	return a.Key == b.Key && a.Value == b.Value && a.Effect == b.Effect &&
-		(a.TimeAdded == nil) == (b.TimeAdded == nil) && (a.TimeAdded == nil || a.TimeAdded.Equal(b.TimeAdded))
 }
 
 // podChanged notes a pod created, deleted, or whose tolerations or node
@@ -100,19 +96,13 @@ func (e *evictor) podChanged(old, p *v1.Pod) {
 		return
 	}
 	if old != nil && p != nil && old.Spec.NodeName == p.Spec.NodeName &&
-		slices.EqualFunc(old.Spec.Tolerations, p.Spec.Tolerations, sameToleration) {
+		equality.Semantic.DeepEqual(old.Spec.Tolerations, p.Spec.Tolerations) {
 		return
 	}
 	e.mu.Lock()
 	e.pods[key{cur.Namespace, cur.Name}] = cur.Spec.NodeName
 	e.mu.Unlock()
 	e.signal()
-}
-
-func sameToleration(a, b v1.Toleration) bool {
-	return a.Key == b.Key && a.Operator == b.Operator && a.Value == b.Value && a.Effect == b.Effect &&
-		(a.TolerationSeconds == nil) == (b.TolerationSeconds == nil) &&
-		(a.TolerationSeconds == nil || *a.TolerationSeconds == *b.TolerationSeconds)
 }
 
 // run handles the noted changes and the evictions as they fall due until
