@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -156,19 +157,7 @@ func (e *evictor) run(ctx context.Context) {
 }
 
 func compareKeys(a, b key) int {
-	if a.namespace != b.namespace {
-		if a.namespace < b.namespace {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case a.name < b.name:
-		return -1
-	case a.name > b.name:
-		return 1
-	}
-	return 0
+	return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
 }
 
 // handleNode takes a Node's NoExecute taints and weighs its pods against
@@ -305,10 +294,7 @@ func (e *evictor) fireDue(now time.Time) (time.Time, bool) {
 		}
 	}
 	slices.SortFunc(due, func(a, b key) int {
-		if c := e.work[a].Compare(e.work[b]); c != 0 {
-			return c
-		}
-		return compareKeys(a, b)
+		return cmp.Or(e.work[a].Compare(e.work[b]), compareKeys(a, b))
 	})
 	for _, k := range due {
 		delete(e.work, k)
