@@ -71,9 +71,9 @@ func TestTaintEviction(t *testing.T) {
 			stopNode, unreachable, 600 * time.Second, "terminating"},
 		{"a pod tolerating unreachable forever stays", []v1.Toleration{tolerate(v1.TaintNodeUnreachable, nil)},
 			stopNode, unreachable, -1, ""},
-		// The kubelet would stop the pod (a network not ready stops only
-		// the starts of pods); nodekit's agent syncs no pod while its
-		// runtime reports the network not ready.
+		// The agent stops the pod, as the kubelet (a network not ready
+		// holds back only the starts of pods on the pod network); after
+		// is not checked here.
 		{"a pod on a node reporting NotReady is evicted after its not-ready toleration",
 			[]v1.Toleration{tolerate(v1.TaintNodeNotReady, ptr.To[int64](120))},
 			func(t *testing.T, cl *sim.Cluster) { networkDown("n1")(t, cl) }, notReady, 120 * time.Second, ""},
