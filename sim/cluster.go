@@ -486,10 +486,5 @@ func (c *Cluster) countLocked(node string) int {
 }
 
 func nodeReady(n *v1.Node) bool {
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == v1.NodeReady {
-			return cond.Status == v1.ConditionTrue
-		}
-	}
-	return false
+	return readyStatus(n) == v1.ConditionTrue
 }

@@ -189,10 +189,7 @@ func (c *Cluster) flushLocked() {
 	evs := c.recorded
 	c.recorded = nil
 	for name, n := range c.dirtyNodes {
-		ready := ""
-		if r := readyCondition(n); r != nil {
-			ready = string(r.Status)
-		}
+		ready := string(readyStatus(n))
 		old, seen := c.nodeViews[name]
 		if !seen {
 			evs = append(evs, Event{Time: now, Kind: "Node", Object: name, What: "registered"})

@@ -202,10 +202,7 @@ func (c *Cluster) checkNodes(lc *lifecycle) {
 			lc.known[n.Name] = true
 			c.markReachable(lc, n)
 		}
-		var observed v1.ConditionStatus
-		if r := readyCondition(n); r != nil {
-			observed = r.Status
-		}
+		observed := readyStatus(n)
 		current := observed
 		if observed != "" && observed != v1.ConditionUnknown && c.leaseExpired(n, now) && c.markUnknown(n, now) {
 			current = v1.ConditionUnknown
@@ -243,6 +240,14 @@ func readyCondition(n *v1.Node) *v1.NodeCondition {
 		}
 	}
 	return nil
+}
+
+// readyStatus is the status of the Node's Ready condition, "" without one.
+func readyStatus(n *v1.Node) v1.ConditionStatus {
+	if r := readyCondition(n); r != nil {
+		return r.Status
+	}
+	return ""
 }
 
 // markUnknown sets the Node's conditions to Unknown ("Kubelet stopped
@@ -422,11 +427,7 @@ func (c *Cluster) taintNodes(lc *lifecycle, now time.Time) (time.Time, bool) {
 			if err != nil {
 				continue
 			}
-			var ready v1.ConditionStatus
-			if r := readyCondition(n); r != nil {
-				ready = r.Status
-			}
-			if want, other, ok := taintFor(ready); ok {
+			if want, other, ok := taintFor(readyStatus(n)); ok {
 				c.swapTaints(name, want, other)
 			}
 		}
