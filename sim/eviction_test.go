@@ -71,12 +71,11 @@ func TestTaintEviction(t *testing.T) {
 			stopNode, unreachable, 600 * time.Second, "terminating"},
 		{"a pod tolerating unreachable forever stays", []v1.Toleration{tolerate(v1.TaintNodeUnreachable, nil)},
 			stopNode, unreachable, -1, ""},
-		// The agent stops the pod, as the kubelet (a network not ready
-		// holds back only the starts of pods on the pod network); after
-		// is not checked here.
-		{"a pod on a node reporting NotReady is evicted after its not-ready toleration",
+		// The agent stops the pod, as the kubelet: a network not ready
+		// holds back only the starts of pods on the pod network.
+		{"a pod on a node reporting NotReady is evicted after its not-ready toleration, and stopped",
 			[]v1.Toleration{tolerate(v1.TaintNodeNotReady, ptr.To[int64](120))},
-			func(t *testing.T, cl *sim.Cluster) { networkDown("n1")(t, cl) }, notReady, 120 * time.Second, ""},
+			func(t *testing.T, cl *sim.Cluster) { networkDown("n1")(t, cl) }, notReady, 120 * time.Second, "gone"},
 		{"a pod not tolerating a taint someone adds is evicted at once", nil,
 			func(t *testing.T, cl *sim.Cluster) { taintNode(t, cl, "n1", custom) }, "tainted dedicated=db:NoExecute", 0, "gone"},
 		{"a pod tolerating a taint someone adds stays", []v1.Toleration{{Key: "dedicated", Operator: v1.TolerationOpEqual, Value: "db"}},
