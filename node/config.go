@@ -124,8 +124,8 @@ type Config struct {
 	// for example). Optional.
 	Setters []Setter
 
-	// Labels are added to the kubelet's (kubernetes.io/hostname, os, arch)
-	// at registration.
+	// Labels are added to the kubelet's (kubernetes.io/hostname, the
+	// stable and beta os and arch labels) at registration.
 	Labels map[string]string
 	// Taints are set at registration, the kubelet's --register-with-taints.
 	Taints []v1.Taint
@@ -185,6 +185,15 @@ type Config struct {
 	// standing, as the kubelet's runtime state does. Default 30s, the
 	// kubelet's maxWaitForContainerRuntime.
 	RuntimeDownAfter time.Duration
+
+	// RegisterAgain registers the Node again when it is deleted under a
+	// running controller. Default false, the kubelet's behaviour: deleting
+	// a Node is how an operator forces pods off it (StatefulSet pods, whose
+	// replacements wait for the old pod to be gone), so the Node stays
+	// deleted (each status update fails with "not found") until the agent
+	// restarts or someone creates the Node again, whose status the
+	// controller then keeps.
+	RegisterAgain bool
 
 	// OnRepeatedHeartbeatFailure is called when a heartbeat fails again: a
 	// Lease renewal failing (but for a conflict) after a failed attempt,

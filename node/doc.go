@@ -60,8 +60,11 @@
 // admission with it, has what others change of the Node (labels, taints,
 // extended resources) within moments. A Node deleted is forgotten at once
 // (admission checks against InitialNode, as the kubelet against its
-// initial node) and registered again at the next status computation,
-// which the kubelet does not do until it restarts. With a NodeClient that
+// initial node) and, as with the kubelet, not registered again until the
+// agent restarts (Config.RegisterAgain registers it at the next status
+// computation); a Node someone else creates again gets its status kept.
+// Each status update puts back a removed kubernetes.io/os or
+// kubernetes.io/arch label, as the kubelet's. With a NodeClient that
 // cannot watch, each status computation reads the Node from the
 // apiserver's cache (resourceVersion "0") first, as the kubelet's does
 // (it has its informer too), so SharedNode has others' changes within

@@ -91,6 +91,8 @@ func New(c Config) (*Controller, error) {
 		v1.LabelHostname:   hostname,
 		v1.LabelOSStable:   goruntime.GOOS,
 		v1.LabelArchStable: goruntime.GOARCH,
+		labelOSBeta:        goruntime.GOOS,
+		labelArchBeta:      goruntime.GOARCH,
 	}
 	maps.Copy(ctl.labels, c.Labels)
 	ctl.capacity = hostCapacity(c.RootDir)
@@ -448,6 +450,20 @@ func (c *Controller) statusLoop(ctx context.Context) error {
 	}
 }
 
+// The beta OS and architecture labels the kubelet still sets at
+// registration (its kubeletapis.LabelOS and LabelArch).
+const (
+	labelOSBeta   = "beta.kubernetes.io/os"
+	labelArchBeta = "beta.kubernetes.io/arch"
+)
+
+// requiredLabelsMissing reports whether labels lack the stable OS or
+// architecture label with this host's value, which the kubelet restores
+// at every status update.
+func requiredLabelsMissing(labels map[string]string) bool {
+	return labels[v1.LabelOSStable] != goruntime.GOOS || labels[v1.LabelArchStable] != goruntime.GOARCH
+}
+
 // errNodeGone says the Node was deleted under the controller.
 var errNodeGone = errors.New("node deleted")
 
@@ -458,7 +474,7 @@ var errNodeGone = errors.New("node deleted")
 // last try's error. A Node deleted under the controller is registered
 // again.
 func (c *Controller) syncStatus(ctx context.Context) error {
-	if c.current() == nil { // deleted earlier and not registered again yet
+	if c.current() == nil && c.cfg.RegisterAgain { // deleted earlier and not registered again yet
 		return c.tryRegister(ctx)
 	}
 	var err error
@@ -468,8 +484,13 @@ func (c *Controller) syncStatus(ctx context.Context) error {
 			return nil
 		}
 		if errors.Is(err, errNodeGone) {
-			c.cfg.Log.Info("Node was deleted; registering it again", "node", c.cfg.NodeName)
 			c.forget()
+			if !c.cfg.RegisterAgain {
+				// As the kubelet: a deleted Node stays deleted until the
+				// agent restarts, or someone creates it again.
+				return fmt.Errorf("node %q not found: it was deleted", c.cfg.NodeName)
+			}
+			c.cfg.Log.Info("Node was deleted; registering it again", "node", c.cfg.NodeName)
 			return c.tryRegister(ctx)
 		}
 		if try > 0 && c.cfg.OnRepeatedHeartbeatFailure != nil {
@@ -488,10 +509,10 @@ func (c *Controller) syncStatus(ctx context.Context) error {
 // cache (resourceVersion "0"); later tries read it from storage.
 func (c *Controller) tryUpdateStatus(ctx context.Context, try int) error {
 	base := c.current()
-	if base == nil {
+	if base == nil && c.cfg.RegisterAgain {
 		return errNodeGone // the watch saw it deleted
 	}
-	if try > 0 || !c.fresh() {
+	if base == nil || try > 0 || !c.fresh() {
 		opts := metav1.GetOptions{}
 		if try == 0 {
 			opts.ResourceVersion = "0"
@@ -511,12 +532,21 @@ func (c *Controller) tryUpdateStatus(ctx context.Context, try int) error {
 	}
 	now := c.cfg.Clock.Now()
 	st := c.computeStatus(ctx, &base.Status, now)
-	if !statusChanged(&base.Status, st) && now.Sub(c.lastReport) < c.cfg.ReportFrequency {
+	labelsMissing := requiredLabelsMissing(base.Labels)
+	if !labelsMissing && !statusChanged(&base.Status, st) && now.Sub(c.lastReport) < c.cfg.ReportFrequency {
 		return nil
 	}
 	// One copy of base's meta and spec with the new status, rather than
 	// a copy of base whose status is then replaced.
 	n := (&v1.Node{TypeMeta: base.TypeMeta, ObjectMeta: base.ObjectMeta, Spec: base.Spec, Status: *st}).DeepCopy()
+	if labelsMissing {
+		// The kubelet's updateNode puts back the OS and architecture labels
+		// (the status subresource takes metadata changes).
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[v1.LabelOSStable], n.Labels[v1.LabelArchStable] = goruntime.GOOS, goruntime.GOARCH
+	}
 	cctx, cancel := c.callCtx(ctx)
 	updated, err := c.cfg.Nodes.UpdateStatus(cctx, n, metav1.UpdateOptions{})
 	cancel()

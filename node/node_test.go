@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -289,8 +290,8 @@ func TestConditionTransitions(t *testing.T) {
 		{"failing provider ping makes the node NotReady", v1.NodeReady, v1.ConditionFalse, "KubeletNotReady",
 			"node provider is not healthy: cloud unreachable",
 			func(k knobs) { k.prov.setPingErr(errors.New("cloud unreachable")) }},
-		{"several problems are joined", v1.NodeReady, v1.ConditionFalse, "KubeletNotReady",
-			"[container runtime not ready: RuntimeReady=false reason:R message:M, PLEG is not healthy: stuck]",
+		{"several problems are joined in the kubelet's order (health checks before the runtime's readiness)", v1.NodeReady, v1.ConditionFalse, "KubeletNotReady",
+			"[PLEG is not healthy: stuck, container runtime not ready: RuntimeReady=false reason:R message:M]",
 			func(k knobs) {
 				k.rt.SetCondition(runtime.RuntimeCondition{Type: runtime.RuntimeReady, Reason: "R", Message: "M"})
 				k.pleg.set(errors.New("stuck"))
@@ -378,14 +379,14 @@ func TestRuntimeIsDownOnlyAfterRuntimeDownAfter(t *testing.T) {
 			assert.Equal(t, "[container runtime is down, container runtime not ready: RuntimeReady=false reason:R message:M]", ready(t, e).Message)
 		})
 	})
-	t.Run("a runtime that never answered has not completed its check", func(t *testing.T) {
+	t.Run("a runtime that never answered has not completed its check, and the network state is unknown", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			api := nodetest.New()
 			e := start(t, api, func(c *node.Config) { require.NoError(t, c.Runtime.(*fake.Runtime).SetFailureRate("Status", 1)) })
 			advance(10 * time.Second)
 			got := ready(t, e)
 			assert.Equal(t, v1.ConditionFalse, got.Status)
-			assert.Equal(t, "container runtime status check may not have completed yet", got.Message)
+			assert.Equal(t, "[container runtime status check may not have completed yet, network state unknown]", got.Message)
 		})
 	})
 }
@@ -592,12 +593,36 @@ func TestAPIServerErrors(t *testing.T) {
 			assert.ErrorContains(t, err, `cannot create resource "nodes"`)
 		})
 	})
-	t.Run("a deleted Node is registered again", func(t *testing.T) {
+	t.Run("a deleted Node stays deleted, as with the kubelet, until someone creates it again", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			e := start(t, api, nil)
+			created := e.node()
+			api.Delete("nodes", "n1")
+			synctest.Wait()
+			assert.Nil(t, e.ctl.SharedNode(), "forgotten as soon as the watch says so: admission checks against InitialNode")
+			advance(time.Minute)
+			_, ok := api.Node("n1")
+			assert.False(t, ok, "not registered again")
+			assert.Equal(t, 1, api.Count("nodes", nodetest.VerbCreate, ""))
+
+			// An operator creates it again: its status is kept from then on.
+			again := created.DeepCopy()
+			again.ResourceVersion, again.UID, again.Status = "", "", v1.NodeStatus{}
+			_, err := api.Nodes().Create(t.Context(), again, metav1.CreateOptions{})
+			require.NoError(t, err)
+			advance(10 * time.Second)
+			assert.Equal(t, v1.ConditionTrue, cond(e.node(), v1.NodeReady).Status, "the controller keeps the new Node's status")
+			assert.Equal(t, 2, api.Count("nodes", nodetest.VerbCreate, ""), "the test's create: the controller created nothing")
+		})
+	})
+	t.Run("with RegisterAgain a deleted Node is registered again", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			api := nodetest.New()
 			pleg := &health{}
 			e := start(t, api, func(c *node.Config) {
 				c.HealthChecks = []node.HealthCheck{{Name: "PLEG", Check: pleg.check}}
+				c.RegisterAgain = true
 			})
 			old := e.node().UID
 			api.Delete("nodes", "n1")
@@ -611,6 +636,87 @@ func TestAPIServerErrors(t *testing.T) {
 			advance(10 * time.Second)
 			l, _ := api.Lease("n1")
 			assert.Equal(t, n.UID, l.OwnerReferences[0].UID, "the lease follows the new Node")
+		})
+	})
+}
+
+// TestKubeletStatusFidelity: details of the kubelet's node status that a
+// cluster's components or operators see.
+func TestKubeletStatusFidelity(t *testing.T) {
+	t.Run("the Node is registered with the stable and beta os and arch labels", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := start(t, nodetest.New(), nil)
+			l := e.node().Labels
+			assert.Equal(t, goruntime.GOOS, l[v1.LabelOSStable])
+			assert.Equal(t, goruntime.GOARCH, l[v1.LabelArchStable])
+			assert.Equal(t, goruntime.GOOS, l["beta.kubernetes.io/os"])
+			assert.Equal(t, goruntime.GOARCH, l["beta.kubernetes.io/arch"])
+		})
+	})
+	t.Run("a removed os or arch label is put back by the next status update", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			e := start(t, api, nil)
+			advance(30 * time.Second)
+			n := e.node()
+			delete(n.Labels, v1.LabelOSStable)
+			n.Labels[v1.LabelArchStable] = "sparc"
+			_, err := api.Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			before := statusUpdates(api)
+			advance(10 * time.Second)
+			assert.Equal(t, before+1, statusUpdates(api), "a missing label is a change, sent at once")
+			l := e.node().Labels
+			assert.Equal(t, goruntime.GOOS, l[v1.LabelOSStable])
+			assert.Equal(t, goruntime.GOARCH, l[v1.LabelArchStable])
+		})
+	})
+	t.Run("a pressure condition's reason and message change only with its status", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := nodetest.New()
+			pr := &pressure{}
+			e := start(t, api, func(c *node.Config) { c.Pressure = pr })
+			advance(10 * time.Second)
+			n := e.node()
+			for i := range n.Status.Conditions {
+				if n.Status.Conditions[i].Type == v1.NodeMemoryPressure {
+					n.Status.Conditions[i].Reason, n.Status.Conditions[i].Message = "SomeoneElses", "set by an operator"
+				}
+			}
+			_, err := api.Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			advance(6 * time.Minute)
+			got := cond(e.node(), v1.NodeMemoryPressure)
+			assert.Equal(t, "SomeoneElses", got.Reason, "kept while the status holds")
+			assert.Equal(t, "set by an operator", got.Message)
+
+			pr.mu.Lock()
+			pr.mem = true
+			pr.mu.Unlock()
+			advance(10 * time.Second)
+			got = cond(e.node(), v1.NodeMemoryPressure)
+			assert.Equal(t, "KubeletHasInsufficientMemory", got.Reason, "the kubelet's with a new status")
+		})
+	})
+	t.Run("Ready needs ephemeral-storage capacity, but a provider's capacity needs none", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := start(t, nodetest.New(), func(c *node.Config) { c.RootDir = "/nonexistent"; delete(c.Capacity, v1.ResourceEphemeralStorage) })
+			advance(10 * time.Second)
+			got := cond(e.node(), v1.NodeReady)
+			assert.Equal(t, v1.ConditionFalse, got.Status)
+			assert.Equal(t, "missing node capacity for resources: ephemeral-storage", got.Message)
+
+			p := &fakeProvider{}
+			e2 := start(t, nodetest.New(), func(c *node.Config) {
+				c.NodeName, c.RootDir, c.Provider = "n1", "/nonexistent", p
+				delete(c.Capacity, v1.ResourceEphemeralStorage)
+			})
+			p.mu.Lock()
+			cb := p.cb
+			p.mu.Unlock()
+			cb(&v1.Node{Status: v1.NodeStatus{Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("1Ti"), v1.ResourcePods: resource.MustParse("20")}}})
+			advance(10 * time.Second)
+			assert.Equal(t, v1.ConditionTrue, cond(e2.node(), v1.NodeReady).Status)
 		})
 	})
 }

@@ -34,14 +34,13 @@ func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now 
 	st := *old
 	provided := c.setMachineStatus(&st, old)
 
+	// The kubelet's order: the runtime's state and health checks, the
+	// runtime's readiness, the network's, then missing capacity.
 	var notReady []string
 	if rt := c.cfg.Runtime; rt != nil {
 		notReady = c.runtimeState(ctx, rt, &st, old, notReady)
-	}
-	for _, h := range c.cfg.HealthChecks {
-		if ok, err := h.Check(); !ok {
-			notReady = append(notReady, fmt.Sprintf("%s is not healthy: %v", h.Name, err))
-		}
+	} else {
+		notReady = c.healthErrors(notReady)
 	}
 	if p := c.cfg.Provider; p != nil {
 		cctx, cancel := c.callCtx(ctx)
@@ -52,8 +51,14 @@ func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now 
 		}
 	}
 	c.runSetters(ctx, &st)
+	// The kubelet requires ephemeral-storage too (LocalStorageCapacityIsolation
+	// is on); a provider's capacity is its own, as under virtual-kubelet.
+	required := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods, v1.ResourceEphemeralStorage}
+	if provided != nil && len(provided.Status.Capacity) > 0 {
+		required = required[:3]
+	}
 	var missing []string
-	for _, r := range [...]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods} {
+	for _, r := range required {
 		if _, ok := st.Capacity[r]; !ok {
 			missing = append(missing, string(r))
 		}
@@ -177,6 +182,17 @@ func joinErrors(msgs []string) string {
 	return "[" + strings.Join(msgs, ", ") + "]"
 }
 
+// healthErrors adds the failing health checks to notReady, in the
+// kubelet's words.
+func (c *Controller) healthErrors(notReady []string) []string {
+	for _, h := range c.cfg.HealthChecks {
+		if ok, err := h.Check(); !ok {
+			notReady = append(notReady, fmt.Sprintf("%s is not healthy: %v", h.Name, err))
+		}
+	}
+	return notReady
+}
+
 // runtimeState adds the runtime's version and images to st and its
 // readiness problems to notReady, in the kubelet's words.
 func (c *Controller) runtimeState(ctx context.Context, rt runtime.Runtime, st *v1.NodeStatus, old *v1.NodeStatus, notReady []string) []string {
@@ -195,6 +211,7 @@ func (c *Controller) runtimeState(ctx context.Context, rt runtime.Runtime, st *v
 	case c.runtime.Down(now):
 		notReady = append(notReady, "container runtime is down")
 	}
+	notReady = c.healthErrors(notReady)
 	if rs := c.runtime.Last(); rs != nil {
 		if rc := rs.Condition(runtime.RuntimeReady); rc == nil || !rc.Status {
 			notReady = append(notReady, "container runtime not ready: "+conditionString(runtime.RuntimeReady, rc))
@@ -202,6 +219,10 @@ func (c *Controller) runtimeState(ctx context.Context, rt runtime.Runtime, st *v
 		if nc := rs.Condition(runtime.NetworkReady); nc == nil || !nc.Status {
 			notReady = append(notReady, "container runtime network not ready: "+conditionString(runtime.NetworkReady, nc))
 		}
+	} else {
+		// The kubelet's runtime state starts with this network error, until
+		// the runtime first answers.
+		notReady = append(notReady, "network state unknown")
 	}
 	st.NodeInfo.ContainerRuntimeVersion = old.NodeInfo.ContainerRuntimeVersion
 	if v, err := rt.Version(cctx); err == nil {
@@ -270,11 +291,16 @@ func imageList(imgs []runtime.Image, old []v1.ContainerImage, max int) []v1.Cont
 	return out
 }
 
-// setPressure sets a pressure condition as the kubelet's setters do.
+// setPressure sets a pressure condition as the kubelet's setters do: the
+// reason and message change only with the status, so what another writer
+// put there stays while the status holds.
 func setPressure(conds []v1.NodeCondition, typ v1.NodeConditionType, under bool, now metav1.Time, trueReason, trueMsg, falseReason, falseMsg string) []v1.NodeCondition {
 	c := v1.NodeCondition{Type: typ, Status: v1.ConditionFalse, Reason: falseReason, Message: falseMsg}
 	if under {
 		c.Status, c.Reason, c.Message = v1.ConditionTrue, trueReason, trueMsg
+	}
+	if o := findCondition(conds, typ); o != nil && o.Status == c.Status {
+		c.Reason, c.Message = o.Reason, o.Message
 	}
 	return setCondition(conds, c, now)
 }

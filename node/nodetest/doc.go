@@ -10,8 +10,8 @@
 // watches as an apiserver's timeout or error does.
 //
 // Where it lies: no validation, admission or RBAC; Update keeps a Node's
-// status and UpdateStatus changes only the status, but nothing else of the
-// apiserver's strategies; reads are always of the latest state, whatever
+// status and UpdateStatus its spec, but nothing else of the apiserver's
+// strategies; reads are always of the latest state, whatever
 // resourceVersion they ask for (no cache that lags); watches send no
 // bookmarks, ignore TimeoutSeconds and take no label selector; Leases have
 // no watch; one namespace of Leases. The e2e module runs package node

@@ -331,16 +331,13 @@ func (f *Fake) updateLocked(resource string, o any, status bool) (any, error) {
 	if m.UID != "" && m.UID != om.UID {
 		return nil, apierrors.NewConflict(groupResources[resource], m.Name, fmt.Errorf("UID mismatch"))
 	}
-	var nu any
-	if status {
-		n := old.(*v1.Node).DeepCopy()
-		n.Status = *o.(*v1.Node).Status.DeepCopy()
-		nu = n
-	} else {
-		nu = deepCopy(o)
-		nm := meta(nu)
-		nm.UID, nm.CreationTimestamp = om.UID, om.CreationTimestamp
-		if n, ok := nu.(*v1.Node); ok { // Update leaves the status as it was
+	nu := deepCopy(o)
+	nm := meta(nu)
+	nm.UID, nm.CreationTimestamp = om.UID, om.CreationTimestamp
+	if n, ok := nu.(*v1.Node); ok {
+		if status { // the apiserver's node status strategy: the spec stays
+			n.Spec = *old.(*v1.Node).Spec.DeepCopy()
+		} else { // Update leaves the status as it was
 			n.Status = *old.(*v1.Node).Status.DeepCopy()
 		}
 	}
@@ -389,7 +386,9 @@ func (c *NodeClient) Update(ctx context.Context, node *v1.Node, _ metav1.UpdateO
 	return o.(*v1.Node), nil
 }
 
-// UpdateStatus replaces the Node's status only.
+// UpdateStatus replaces the Node's status and metadata, keeping its spec,
+// as the apiserver's node status strategy does (the kubelet relies on it
+// to put back its labels).
 func (c *NodeClient) UpdateStatus(ctx context.Context, node *v1.Node, _ metav1.UpdateOptions) (*v1.Node, error) {
 	o, err := c.f.do(ctx, Action{Verb: VerbUpdate, Resource: "nodes", Subresource: "status", Name: node.Name, Object: node}, func() (any, error) {
 		return c.f.updateLocked("nodes", node, true)
