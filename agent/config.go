@@ -93,10 +93,10 @@ type Config struct {
 	// feature gate (off by default there too): when the Runtime streams
 	// container events (runtime.ContainerEventer: the CRI's
 	// GetContainerEvents on containerd 2.x, runtime/fake, fakecri) the agent
-	// learns of changes from the stream as they happen and relists only every
-	// StreamingRelistPeriod as a safety net, falling back to RelistPeriod
-	// while the stream is down and reopening it with back-off (package
-	// pleg, EventedPLEG); a runtime that cannot stream is relisted.
+	// learns of changes from the stream as they happen, still relisting
+	// every RelistPeriod (at most 2s; see below), and reopens a broken
+	// stream with back-off (package pleg, EventedPLEG); a runtime that
+	// cannot stream is relisted.
 	//
 	// The runtime may drop events (containerd and fakecri drop them for a
 	// subscriber that lags, e.g. with hundreds of pods starting at once):
@@ -108,9 +108,11 @@ type Config struct {
 	// Events still arrive at once; the price is that listing. Without
 	// EventedPLEG, the relist PLEG is used.
 	EventedPLEG bool
-	// StreamingRelistPeriod is the relist period while the event stream
-	// works, at most RelistPeriod and 2s (see EventedPLEG). Default 5m, as
-	// the kubelet's evented mode.
+	// StreamingRelistPeriod is the relist period while the event stream of
+	// a runtime that drops no event works: a status owner (package
+	// provider). Default 5m, as the kubelet's evented mode. A CRI runtime's
+	// stream may drop events, so its relists keep RelistPeriod, at most 2s
+	// (see EventedPLEG).
 	StreamingRelistPeriod time.Duration
 	// RuntimeCheckPeriod is how often the runtime's Status is checked; while
 	// it is not ready no pod is synced. Default 5s.

@@ -12,8 +12,10 @@
 // RelistPeriod, as the kubelet by default; with EventedPLEG, from the
 // runtime's container event stream when it has one
 // (runtime.ContainerEventer: containerd 2.x, runtime/fake), relisting every
-// 5 minutes as a safety net and every RelistPeriod while the stream is
-// down, as the kubelet's evented mode. status keeps the API statuses and, when a client is
+// RelistPeriod (at most 2s) all the same, since a CRI runtime may drop
+// events and only a relist declares the cache current (the kubelet relists
+// every 5 minutes and has kubernetes/kubernetes#123087 for it; a status
+// owner, whose stream drops nothing, relists every StreamingRelistPeriod). status keeps the API statuses and, when a client is
 // configured, syncs them and the mirror pods of static pods to the
 // apiserver.
 //

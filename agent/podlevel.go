@@ -29,7 +29,7 @@ func (a *Agent) setupStatusOwner() error {
 	// runtime's memory is the truth and every change is an event, so the
 	// cache is current whenever no event is pending: declare it often.
 	e, err := pleg.NewEvented(pleg.EventedConfig{Generic: a.pleg, Events: o, Registerer: a.cfg.Registerer,
-		CacheUpdatePeriod: ownerCacheUpdatePeriod, Lossless: true})
+		StreamingRelistPeriod: a.cfg.StreamingRelistPeriod, CacheUpdatePeriod: ownerCacheUpdatePeriod, Lossless: true})
 	if err != nil {
 		return err
 	}
@@ -39,10 +39,10 @@ func (a *Agent) setupStatusOwner() error {
 
 // setupEvented puts the evented PLEG over the generic one when the runtime
 // streams container events (and is not a status owner, which has its own),
-// if Config.EventedPLEG: the kubelet's evented mode, events as
-// they happen, a relist every StreamingRelistPeriod as a safety net and at
-// RelistPeriod while the stream is down; a runtime that cannot stream
-// (containerd 1.x) gets plain relisting at RelistPeriod.
+// if Config.EventedPLEG: the kubelet's evented mode, events as they
+// happen, with a relist every RelistPeriod (at most 2s) that declares the
+// cache current, since the stream may drop events; a runtime that cannot
+// stream (containerd 1.x) gets plain relisting at RelistPeriod.
 func (a *Agent) setupEvented() error {
 	ev, ok := a.cfg.Runtime.(runtime.ContainerEventer)
 	if a.evented != nil || !ok || !a.cfg.EventedPLEG {

@@ -43,11 +43,14 @@
 //
 // EventedPLEG builds on a GenericPLEG for runtimes that stream container
 // events (runtime.ContainerEventer, the CRI's GetContainerEvents): events and
-// the status they carry reach the channel and the cache as they happen, the
-// generic PLEG relists slowly (5 min) as a safety net, and at its normal
-// period while the stream is down until it is opened again, and after a
-// relist that failed or could not inspect a pod (no event may come to
-// refresh what it left stale).
+// the status they carry reach the channel and the cache as they happen. The
+// generic PLEG still relists every CacheUpdatePeriod (2s) by default, since
+// a CRI runtime drops events for a subscriber that lags and only a relist
+// declares the cache current; with EventedConfig.Lossless (a runtime whose
+// stream drops nothing) it relists slowly (5 min) as a safety net, as the
+// kubelet's. It relists at its normal period while the stream is down until
+// it is opened again, and after a relist that failed or could not inspect
+// a pod (no event may come to refresh what it left stale).
 //
 // Usage: ExampleNew relists an in-memory runtime and reads the events (a
 // test drives the PLEG so, with Relist and Watch, without Start); a program

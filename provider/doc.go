@@ -41,7 +41,9 @@
 //		Runtime:      rt,
 //		PodSource:    clientset.CoreV1().Pods(""),
 //		StatusClient: func(ns string) status.PodClient { return clientset.CoreV1().Pods(ns) },
-//		Node:         &node.Config{Nodes: clientset.CoreV1().Nodes(), Provider: p},
+//		Node: &node.Config{Nodes: clientset.CoreV1().Nodes(), Provider: p,
+//			// Without Leases the Node status goes out every 10s.
+//			Leases: clientset.CoordinationV1().Leases(v1.NamespaceNodeLease)},
 //	})
 //	if err != nil { ... }
 //	err = a.Run(ctx)

@@ -8,8 +8,7 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Clock is the virtual clock of a Cluster that RunFor and AdvanceUntilIdle
-// step: time stands still until the cluster is idle, then jumps to the next
+// Clock is the virtual clock of a Cluster that RunFor and RunUntil step: time stands still until the cluster is idle, then jumps to the next
 // timer. It satisfies agent.Clock. Safe for concurrent use.
 type Clock struct {
 	mu      sync.Mutex

@@ -10,7 +10,7 @@
 // SIGINT or SIGTERM stops every process gracefully (TERM, then KILL after the
 // pod's grace period) and exits 0.
 //
-// How little a provider author writes: procruntime is about 300 lines for
+// How little a provider author writes: procruntime is about 440 lines for
 // everything a backend must do — start and stop processes and report their
 // state (SyncPod, KillPod, GetPods, GetPodStatus, Status). Deciding what to
 // start, restart or kill is runtime.ComputePodActions, the same planner the
