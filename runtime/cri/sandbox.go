@@ -37,23 +37,6 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 	return ns
 }
 
-// podHostname is the sandbox's hostname: empty with host network (the
-// runtime then keeps the node's), else spec.hostname or the pod name, cut
-// to a DNS label.
-func podHostname(pod *v1.Pod) string {
-	if pod.Spec.HostNetwork {
-		return ""
-	}
-	h := pod.Spec.Hostname
-	if h == "" {
-		h = pod.Name
-	}
-	if len(h) > 63 {
-		h = strings.TrimRight(h[:63], "-.")
-	}
-	return h
-}
-
 // sandboxConfig builds the PodSandboxConfig of the pod's attempt-th sandbox.
 // It fails when the pod's DNS configuration cannot be computed or its
 // cgroup cannot be made.
@@ -62,7 +45,6 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt,
 		},
-		Hostname:     podHostname(pod),
 		LogDirectory: m.podLogDir(pod),
 		Labels:       sandboxLabels(pod),
 		Annotations:  sandboxAnnotations(pod),
@@ -72,6 +54,9 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		return nil, err
 	}
 	cfg.DnsConfig = dns
+	if cfg.Hostname, err = m.sandboxHostname(pod); err != nil {
+		return nil, err
+	}
 	for i := range pod.Spec.Containers {
 		for _, p := range pod.Spec.Containers[i].Ports {
 			if p.HostPort <= 0 {
