@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -154,8 +155,14 @@ func (p hostPaths) create() error {
 		if err := os.MkdirAll(d, 0o777); err != nil {
 			return err
 		}
-		// Any user of the pod may write its emptyDir, whatever the umask.
-		if err := os.Chmod(d, 0o777); err != nil {
+		// Any user of the pod may write its emptyDir, whatever the umask;
+		// a subPath of a volume setgid for the pod's fsGroup stays so, as
+		// the kubelet makes it with the volume's mode.
+		mode := fs.FileMode(0o777)
+		if parent, err := os.Stat(filepath.Dir(d)); err == nil {
+			mode |= parent.Mode() & fs.ModeSetgid
+		}
+		if err := os.Chmod(d, mode); err != nil {
 			return err
 		}
 	}
@@ -213,7 +220,7 @@ func securityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSec
 		if psc.RunAsGroup != nil {
 			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
 		}
-		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
+		sc.SupplementalGroups, sc.SupplementalGroupsPolicy = supplementalGroups(psc)
 	}
 	csc := c.SecurityContext
 	if csc == nil {

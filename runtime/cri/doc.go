@@ -40,6 +40,11 @@
 // Config.HostsFile with its hostAliases. A container that mounts something
 // at /etc/hosts itself keeps it.
 //
+// Containers run with the pod's fsGroup among their supplemental groups
+// (first, then spec.securityContext.supplementalGroups, with the
+// supplementalGroupsPolicy), as the kubelet's, so a non-root container can
+// use the volumes the fsGroup owns.
+//
 // Volumes come from Config.Volumes (the volume package: hostPath, emptyDir
 // on disk or tmpfs, configMap, secret, downwardAPI and projected volumes
 // with service-account tokens, under PodsRoot), set up before anything of

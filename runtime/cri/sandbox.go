@@ -81,7 +81,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		if psc.RunAsGroup != nil {
 			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
 		}
-		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
+		sc.SupplementalGroups, sc.SupplementalGroupsPolicy = supplementalGroups(psc)
 	}
 	parent, err := m.podCgroupParent(pod)
 	if err != nil {
@@ -97,6 +97,23 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 	}
 	cfg.Linux = linux
 	return cfg, nil
+}
+
+// supplementalGroups are the groups every container of the pod runs with,
+// as the kubelet's: the fsGroup first (so a non-root container may use the
+// volumes it owns), then spec.securityContext.supplementalGroups; and the
+// policy for the image's own groups (Merge by default).
+func supplementalGroups(psc *v1.PodSecurityContext) ([]int64, runtimeapi.SupplementalGroupsPolicy) {
+	var groups []int64
+	if psc.FSGroup != nil {
+		groups = append(groups, *psc.FSGroup)
+	}
+	groups = append(groups, psc.SupplementalGroups...)
+	policy := runtimeapi.SupplementalGroupsPolicy_Merge
+	if p := psc.SupplementalGroupsPolicy; p != nil && *p == v1.SupplementalGroupsPolicyStrict {
+		policy = runtimeapi.SupplementalGroupsPolicy_Strict
+	}
+	return groups, policy
 }
 
 func protocol(p v1.Protocol) runtimeapi.Protocol {
