@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/nodekit/nodekit/podutil"
 )
 
 // ReasonSysctlForbidden is the reason of a pod refused by Sysctls, the
@@ -82,26 +84,6 @@ func namespacedBy(s string) sysctlNamespace {
 	return unknownNamespace
 }
 
-// sysctlDots turns a sysctl written with slashes into the dotted form, as
-// the kubelet's ConvertSysctlVariableToDotsSeparator: a name whose first
-// separator is '/' has '/' and '.' swapped ("net/ipv4/conf/eno2.100/rp_filter"
-// is "net.ipv4.conf.eno2/100.rp_filter").
-func sysctlDots(s string) string {
-	i := strings.IndexAny(s, "./")
-	if i < 0 || s[i] == '.' {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		switch r {
-		case '.':
-			return '/'
-		case '/':
-			return '.'
-		}
-		return r
-	}, s)
-}
-
 // sysctlPattern is the API's sysctl pattern (policy validation's
 // SysctlContainSlashPatternFmt): segments separated by '.' or '/', the last
 // one possibly ending in "*"; at most 253 characters.
@@ -125,7 +107,7 @@ func Sysctls(allowed []string) (PodAdmitHandler, error) {
 		if len(p) > sysctlMaxLength || !sysctlPattern.MatchString(p) {
 			return nil, fmt.Errorf("sysctl %q must have at most %d characters and match regex %s", p, sysctlMaxLength, sysctlPattern)
 		}
-		p = sysctlDots(p)
+		p = podutil.SysctlWithDots(p)
 		if prefix, ok := strings.CutSuffix(p, "*"); ok {
 			ns := namespacedBy(prefix)
 			if ns == unknownNamespace {
@@ -141,7 +123,7 @@ func Sysctls(allowed []string) (PodAdmitHandler, error) {
 		names[p] = ns
 	}
 	check := func(s string, hostNet, hostIPC bool) error {
-		s = sysctlDots(s)
+		s = podutil.SysctlWithDots(s)
 		ns, ok := names[s]
 		if !ok {
 			for p, pns := range prefixes {

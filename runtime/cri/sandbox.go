@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podutil"
 )
 
 // podLogDir is <PodLogsRoot>/<namespace>_<name>_<uid>, as the kubelet's.
@@ -92,7 +93,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		linux.Sysctls = make(map[string]string, len(psc.Sysctls))
 		for _, s := range psc.Sysctls {
 			// runc wants dots; the API also allows slashes.
-			linux.Sysctls[strings.ReplaceAll(s.Name, "/", ".")] = s.Value
+			linux.Sysctls[podutil.SysctlWithDots(s.Name)] = s.Value
 		}
 	}
 	cfg.Linux = linux

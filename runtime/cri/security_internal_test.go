@@ -57,3 +57,17 @@ func TestSubPathOfASetgidVolumeIsSetgid(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0o777|fs.ModeDir, info.Mode())
 }
+
+func TestSandboxSysctlsAreDotted(t *testing.T) {
+	m := &Manager{cfg: Config{PodLogsRoot: "/logs", PodsRoot: "/pods"}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{Sysctls: []v1.Sysctl{
+			{Name: "net/ipv4/ip_local_port_range", Value: "1024 65000"},
+			{Name: "net/ipv4/conf/eno2.100/rp_filter", Value: "0"},
+			{Name: "kernel.shm_rmid_forced", Value: "1"},
+		}}}}
+	sb, err := m.sandboxConfig(pod, 0)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"net.ipv4.ip_local_port_range": "1024 65000", "net.ipv4.conf.eno2/100.rp_filter": "0",
+		"kernel.shm_rmid_forced": "1"}, sb.Linux.Sysctls)
+}
