@@ -136,6 +136,15 @@
 //     (runtime/cri, volume)
 //   - The sizeLimit of emptyDirs on disk is not enforced (the kubelet's
 //     eviction manager does it). (volume)
+//   - The files of configMap, secret, downwardAPI and projected volumes are
+//     given to the pod's fsGroup when a new version is written, each
+//     version a new tree; the kubelet walks the volume again at every
+//     remount. fsGroupChangePolicy therefore matters for emptyDirs only,
+//     whose ownership is set once, when made, as the kubelet's. (volume)
+//   - spec.hostnameOverride is honoured without the kubelet's
+//     HostnameOverride feature gate; the apiserver's validation (no
+//     setHostnameAsFQDN, no hostNetwork) is left to the apiserver.
+//     (runtime/cri)
 //   - Variables from envFrom keep a stable order (sorted keys, then env in
 //     declaration order, then service variables); the kubelet's follows
 //     map iteration. envFrom keys no environment can hold (with '=' or

@@ -5,7 +5,9 @@
 // wins, and the agent fails the pod with that reason in its status.
 //
 // The built-in checks of the agent are handlers here: MaxPods (reason
-// OutOfpods), DenyHostNamespaces, DenyPrivileged and GeneralPredicates,
+// OutOfpods), DenyHostNamespaces, DenyPrivileged, Sysctls (the kubelet's
+// sysctl allowlist: SafeSysctls of the running kernel and the unsafe
+// sysctls a node allows; reason SysctlForbidden) and GeneralPredicates,
 // the kubelet's predicate admit handler (resources against the Node's
 // allocatable, node selector and affinity, node name, host ports,
 // NoExecute taints, OS; reasons OutOfcpu, NodeAffinity, ...), which the

@@ -310,6 +310,11 @@ func TestAdmission(t *testing.T) {
 	hugeCPU.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100000")}
 	elsewhere := newPod("elsewhere", v1.RestartPolicyAlways, "c")
 	elsewhere.Spec.NodeSelector = map[string]string{"zone": "nowhere"}
+	sysctl := func(name, s string) *v1.Pod {
+		p := newPod(name, v1.RestartPolicyAlways, "c")
+		p.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: s, Value: "1"}}}
+		return p
+	}
 	withNode := func(c *Config) {
 		api := nodetest.New()
 		c.Node = &node.Config{Nodes: api.Nodes(), Leases: api.Leases()}
@@ -325,6 +330,9 @@ func TestAdmission(t *testing.T) {
 		{"privileged pod rejected when denied", func(c *Config) { c.DenyPrivileged = true }, privileged, ReasonPrivilegedNotAllowed},
 		{"host network admitted by default, as by the kubelet", nil, hostNet, ""},
 		{"host network rejected when denied", func(c *Config) { c.DenyHostNamespaces = true }, hostNet, ReasonHostNamespacesNotAllowed},
+		{"a safe sysctl admitted", nil, sysctl("safe", "net.ipv4.ip_local_port_range"), ""},
+		{"an unsafe sysctl rejected, as by the kubelet", nil, sysctl("unsafe", "kernel.msgmax"), admission.ReasonSysctlForbidden},
+		{"an unsafe sysctl admitted once allowed", func(c *Config) { c.AllowedUnsafeSysctls = []string{"kernel.msg*"} }, sysctl("unsafe", "kernel.msgmax"), ""},
 		{"pod beyond MaxPods rejected", func(c *Config) { c.MaxPods = 1 }, newPod("second", v1.RestartPolicyAlways, "c"), ReasonOutOfPods},
 		{"custom handler after the built-ins rejects with its reason", func(c *Config) {
 			c.AdmitHandlers = append(DefaultAdmitHandlers(*c), admission.PodAdmitHandlerFunc(func(a *admission.PodAdmitAttributes) admission.PodAdmitResult {
@@ -451,6 +459,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"negative sync frequency", Config{NodeName: "n", Runtime: rt, SyncFrequency: -1}},
 		{"repeated source", Config{NodeName: "n", Runtime: rt, Sources: []string{"x", "x"}}},
 		{"back-off max below initial", Config{NodeName: "n", Runtime: rt, CrashLoopBackOffInitial: time.Minute, CrashLoopBackOffMax: time.Second}},
+		{"unsafe sysctl not namespaced", Config{NodeName: "n", Runtime: rt, AllowedUnsafeSysctls: []string{"vm.swappiness"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -142,10 +142,17 @@ type Config struct {
 	// admitted, as by the kubelet for every source; kubeadm's static
 	// control-plane pods use the host network.
 	DenyHostNamespaces bool
+	// AllowedUnsafeSysctls are the sysctls, besides the kubelet's safe ones,
+	// that pods may set (the kubelet's --allowed-unsafe-sysctls): names or
+	// patterns ending in "*", each namespaced (kernel.sem, kernel.shm*,
+	// kernel.msg*, fs.mqueue.*, net.*). A pod setting another is rejected
+	// with reason SysctlForbidden (admission.Sysctls). Default none.
+	AllowedUnsafeSysctls []string
 	// AdmitHandlers decide, in order, whether a new pod may run; the first
 	// refusal fails the pod with its reason and message (see package
 	// admission). nil: DefaultAdmitHandlers, the built-in checks from
-	// MaxPods, DenyHostNamespaces and DenyPrivileged, then, with Node,
+	// MaxPods, DenyHostNamespaces, DenyPrivileged and the sysctls (the
+	// kernel's safe ones and AllowedUnsafeSysctls), then, with Node,
 	// admission.GeneralPredicatesWithPreemption (the pods capacity,
 	// resources, node affinity and name, host ports, NoExecute taints, OS)
 	// against the registered Node and, before registration, the Node the
@@ -276,6 +283,9 @@ func (c *Config) setDefaults() error {
 	if h, l := c.ImageGCHighThresholdPercent, c.ImageGCLowThresholdPercent; h < 0 || h > 100 || l < 0 || l > h {
 		return fmt.Errorf("image GC thresholds high %d, low %d: want 0 <= low <= high <= 100: %w", h, l, ErrInvalidConfig)
 	}
+	if _, err := admission.Sysctls(c.AllowedUnsafeSysctls); err != nil {
+		return fmt.Errorf("AllowedUnsafeSysctls: %v: %w", err, ErrInvalidConfig)
+	}
 	if c.AdmitHandlers == nil {
 		c.AdmitHandlers = DefaultAdmitHandlers(*c)
 	}
@@ -294,7 +304,9 @@ const defaultMaxPods = 110
 
 // DefaultAdmitHandlers returns the built-in admit handlers of c, in the
 // order the agent runs them: MaxPods (110 if unset), then, if set,
-// DenyHostNamespaces and DenyPrivileged. The Node's checks are not among
+// DenyHostNamespaces and DenyPrivileged, then admission.Sysctls with the
+// running kernel's safe sysctls and AllowedUnsafeSysctls (which, invalid,
+// refuse every pod setting a sysctl). The Node's checks are not among
 // them (the Node is known only once New built its controller): with
 // AdmitHandlers nil and a Node the agent appends
 // admission.GeneralPredicatesWithPreemption itself, which checks the pods
@@ -323,5 +335,22 @@ func defaultAdmitHandlers(c Config, withMaxPods bool) []admission.PodAdmitHandle
 	if c.DenyPrivileged {
 		hs = append(hs, admission.DenyPrivileged())
 	}
-	return hs
+	return append(hs, sysctlsHandler(c.AllowedUnsafeSysctls))
+}
+
+// sysctlsHandler is the kubelet's sysctl allowlist: the running kernel's
+// safe sysctls and the unsafe ones allowed. An invalid list (which New
+// refuses) refuses pods that set sysctls rather than admitting them all.
+func sysctlsHandler(unsafe []string) admission.PodAdmitHandler {
+	kernel, _ := admission.KernelVersion() // unreadable: the safe sysctls of any kernel
+	h, err := admission.Sysctls(append(admission.SafeSysctls(kernel), unsafe...))
+	if err == nil {
+		return h
+	}
+	return admission.PodAdmitHandlerFunc(func(attrs *admission.PodAdmitAttributes) admission.PodAdmitResult {
+		if sc := attrs.Pod.Spec.SecurityContext; sc != nil && len(sc.Sysctls) > 0 {
+			return admission.PodAdmitResult{Reason: admission.ReasonSysctlForbidden, Message: "forbidden sysctl: the node's allowed sysctls are invalid: " + err.Error()}
+		}
+		return admission.PodAdmitResult{Admit: true}
+	})
 }

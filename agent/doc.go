@@ -58,7 +58,9 @@
 //
 // Admission is an ordered list of handlers (Config.AdmitHandlers, package
 // admission) with the kubelet's shape; the built-in checks (MaxPods, host
-// namespaces, privileged) are DefaultAdmitHandlers, to which a custom check
+// namespaces, privileged, sysctls: the kernel's safe ones and
+// Config.AllowedUnsafeSysctls, reason SysctlForbidden) are
+// DefaultAdmitHandlers, to which a custom check
 // is appended. An agent assembled by hand from the same parts (podconfig,
 // podmanager, pleg, podworkers, status, syncloop, admission) needs no code
 // of this package: see custom_test.go, and podworkers.PodSyncer for what a

@@ -11,6 +11,7 @@ import (
 	"github.com/nodekit/nodekit/podmanager"
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/podworkers"
+	"github.com/nodekit/nodekit/status"
 )
 
 // Admission rejection reasons of the built-in handlers, shown in a rejected
@@ -88,7 +89,9 @@ func (h *handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 
 // HandlePodReconcile stores pods whose status alone changed in the
 // apiserver; a pod the apiserver reports terminal (evicted elsewhere) is
-// synced so its worker can stop it.
+// synced so its worker can stop it, and one whose readiness gates' conditions
+// changed (set by controllers) is synced so its Ready condition follows
+// them, as the kubelet's.
 func (h *handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 	a := (*Agent)(h)
 	for _, pod := range pods {
@@ -96,7 +99,7 @@ func (h *handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 		if podutil.IsMirrorPod(pod) {
 			continue
 		}
-		if p := pod.Status.Phase; p == v1.PodFailed || p == v1.PodSucceeded {
+		if p := pod.Status.Phase; p == v1.PodFailed || p == v1.PodSucceeded || status.NeedToReconcilePodReadiness(pod) {
 			a.update(podworkers.SyncPodSync, pod, a.pods.MirrorOf(pod))
 		}
 	}

@@ -117,6 +117,11 @@ func New(c Config) (*Configurer, error) {
 	return cf, nil
 }
 
+// ClusterDomain is Config.ClusterDomain, which the CRI runtime manager
+// also needs: pods with a subdomain have their FQDN in their hosts file and,
+// with setHostnameAsFQDN, as their hostname.
+func (c *Configurer) ClusterDomain() string { return c.cfg.ClusterDomain }
+
 func (c *Configurer) event(obj runtime.Object, reason, format string, args ...any) {
 	if c.cfg.Recorder != nil {
 		c.cfg.Recorder.Eventf(obj, v1.EventTypeWarning, reason, format, args...)

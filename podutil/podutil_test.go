@@ -72,3 +72,17 @@ func TestOnlyAnInitContainerWithRestartPolicyAlwaysIsASidecar(t *testing.T) {
 		}
 	}
 }
+
+func TestSysctlWithDots(t *testing.T) {
+	for in, want := range map[string]string{
+		"net.ipv4.ip_local_port_range":     "net.ipv4.ip_local_port_range",
+		"net/ipv4/ip_local_port_range":     "net.ipv4.ip_local_port_range",
+		"net/ipv4/conf/eno2.100/rp_filter": "net.ipv4.conf.eno2/100.rp_filter",
+		"net.ipv4.conf.eno2/100.rp_filter": "net.ipv4.conf.eno2/100.rp_filter",
+		"kernel":                           "kernel",
+	} {
+		if got := SysctlWithDots(in); got != want {
+			t.Errorf("SysctlWithDots(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

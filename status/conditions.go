@@ -141,6 +141,25 @@ func podReadyCondition(spec *v1.PodSpec, conds []v1.PodCondition, initStatuses, 
 	return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue}
 }
 
+// NeedToReconcilePodReadiness reports whether the Ready condition in pod's
+// status, as the apiserver has it, is not what its readiness gates and
+// container statuses make it, as the kubelet's: a controller changed a gate's
+// condition, and the pod must be synced again for its Ready to follow
+// (with its containers ready, Ready is True only once every
+// spec.readinessGates condition is True). Pods without gates, or without a
+// Ready condition yet, need nothing.
+func NeedToReconcilePodReadiness(pod *v1.Pod) bool {
+	if len(pod.Spec.ReadinessGates) == 0 {
+		return false
+	}
+	_, cur := findCondition(pod.Status.Conditions, v1.PodReady)
+	if cur == nil {
+		return false
+	}
+	want := podReadyCondition(&pod.Spec, pod.Status.Conditions, pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.Phase)
+	return cur.Status != want.Status || cur.Message != want.Message
+}
+
 // initializedCondition is true once every init container has completed (a
 // sidecar: started), or once any regular container has started.
 func initializedCondition(spec *v1.PodSpec, initStatuses, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {

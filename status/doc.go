@@ -21,7 +21,11 @@
 // that terminated for good (restart policy Never, or OnFailure after
 // success) never runs again in the reported status; termination messages
 // share 12 KiB per pod; times are kept to whole seconds as the apiserver
-// stores them; conditions owned by others are never overwritten. Unlike the
+// stores them; conditions owned by others are never overwritten. Ready is
+// True only when the containers are and every spec.readinessGates condition
+// (set by controllers) is True; NeedToReconcilePodReadiness tells the agent
+// that a pod whose gates changed in the apiserver must be synced again, as
+// the kubelet's HandlePodReconcile does. Unlike the
 // kubelet there is no informer: the periodic reconcile resends what the
 // apiserver has not acknowledged, retries deletions and checks (recreating
 // if need be) mirror pods, but does not notice a status someone else changed

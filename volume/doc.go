@@ -45,12 +45,15 @@
 //
 // With the pod's fsGroup, the files of those volumes belong to that group
 // and are group-readable, their directories setgid, as the kubelet's
-// SetVolumeOwnership leaves them; a service-account token file belongs to
+// SetVolumeOwnership leaves them; an emptyDir, when made (or its tmpfs
+// mounted), is given to the group by SetVolumeOwnership (group read-write,
+// setgid, so what the pod writes there is the group's; fsGroupChangePolicy
+// OnRootMismatch skips a volume whose root is right already) and stays
+// setgid; a service-account token file belongs to
 // the one user all containers run as, if they do, with mode 0600 (0640
 // with an fsGroup), as the kubelet's.
 //
 // Not covered: other volume types (an ErrUnsupported error), sizeLimit of
-// emptyDirs on disk (the kubelet enforces it by eviction), fsGroup
-// ownership of emptyDirs, clusterTrustBundle and podCertificate
-// projections.
+// emptyDirs on disk (the kubelet enforces it by eviction),
+// clusterTrustBundle and podCertificate projections.
 package volume

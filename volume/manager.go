@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -243,7 +244,7 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 	// An unchanged volume was written on its tmpfs (gone with it, ..data
 	// would be too), so the mount is checked only when writing.
 	if (vol.Secret != nil || vol.Projected != nil) && !m.cfg.SecretsOnDisk {
-		if err := m.ensureTmpfs(dir, m.memorySize(pod, nil)); err != nil {
+		if _, err := m.ensureTmpfs(dir, m.memorySize(pod, nil)); err != nil {
 			return fmt.Errorf("%w (volume.Config.SecretsOnDisk keeps secrets on disk where tmpfs cannot be mounted)", err)
 		}
 	}
@@ -261,20 +262,43 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 }
 
 func (m *Manager) setUpEmptyDir(pod *v1.Pod, dir string, ed *v1.EmptyDirVolumeSource) error {
+	_, err := os.Lstat(dir)
+	fresh := errors.Is(err, fs.ErrNotExist)
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return err
 	}
 	switch ed.Medium {
 	case v1.StorageMediumDefault:
 	case v1.StorageMediumMemory:
-		if err := m.ensureTmpfs(dir, m.memorySize(pod, ed.SizeLimit)); err != nil {
+		mounted, err := m.ensureTmpfs(dir, m.memorySize(pod, ed.SizeLimit))
+		if err != nil {
 			return fmt.Errorf("emptyDir medium Memory: %w", err)
 		}
+		fresh = fresh || mounted
 	default:
 		return fmt.Errorf("emptyDir medium %q: %w: only the node's disk and Memory", ed.Medium, ErrUnsupported)
 	}
-	// Any user of the pod may write its emptyDir, whatever the umask.
-	return os.Chmod(dir, 0o777)
+	// Any user of the pod may write its emptyDir, whatever the umask; with
+	// an fsGroup the directory is setgid, so what the pod creates is the
+	// group's.
+	var fsGroup *int64
+	var policy *v1.PodFSGroupChangePolicy
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		fsGroup, policy = psc.FSGroup, psc.FSGroupChangePolicy
+	}
+	mode := fs.FileMode(0o777)
+	if fsGroup != nil {
+		mode |= fs.ModeSetgid
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		return err
+	}
+	if !fresh {
+		// Set up before (by this agent, or one before a restart): as the
+		// kubelet's, which sets an emptyDir's ownership once, when it makes it.
+		return nil
+	}
+	return SetVolumeOwnership(dir, fsGroup, policy, false)
 }
 
 // memorySize is the size of a memory-backed volume's tmpfs, as the kubelet's
@@ -307,22 +331,23 @@ func (m *Manager) memorySize(pod *v1.Pod, sizeLimit *resource.Quantity) int64 {
 }
 
 // ensureTmpfs makes dir a tmpfs of at most size bytes (0: the kernel's
-// default) unless it is one already (after an agent restart).
-func (m *Manager) ensureTmpfs(dir string, size int64) error {
+// default) unless it is one already (after an agent restart). It reports
+// whether it mounted one.
+func (m *Manager) ensureTmpfs(dir string, size int64) (bool, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return false, err
 	}
 	mounted, err := m.cfg.Mounter.IsMountPoint(dir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if mounted {
-		return nil
+		return false, nil
 	}
 	if err := m.cfg.Mounter.MountTmpfs(dir, size); err != nil {
-		return fmt.Errorf("mounting tmpfs at %s: %w", dir, err)
+		return false, fmt.Errorf("mounting tmpfs at %s: %w", dir, err)
 	}
-	return nil
+	return true, nil
 }
 
 // TearDown unmounts the pod's tmpfs volumes, removes its volume

@@ -2,7 +2,6 @@ package cri
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,13 +42,15 @@ func TestContainerConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, prep.dirs)
 	require.Empty(t, prep.files)
+	require.NotNil(t, prep.hosts)
 	require.Equal(t, uint32(3), cfg.Metadata.Attempt)
 	require.Equal(t, "c/3.log", cfg.LogPath)
 	require.Equal(t, "sha256:abc", cfg.Image.Image)
 	require.Equal(t, []string{"echo", "x"}, cfg.Command)
 	require.Equal(t, []string{"x-y"}, cfg.Args, "env refers to earlier env")
 	require.Equal(t, "/w", cfg.WorkingDir)
-	require.Equal(t, []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: "/srv", Readonly: true}}, cfg.Mounts)
+	require.Equal(t, []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: "/srv", Readonly: true},
+		{ContainerPath: "/etc/hosts", HostPath: "/pods/u/etc-hosts", SelinuxRelabel: true}}, cfg.Mounts, "a host-network pod gets the node's hosts file")
 	r := cfg.Linux.Resources
 	require.EqualValues(t, 256, r.CpuShares)
 	require.EqualValues(t, 50000, r.CpuQuota)
@@ -92,7 +93,7 @@ func TestVolumes(t *testing.T) {
 			v1.VolumeMount{Name: "cache", MountPath: "/c", SubPath: "sub"},
 			v1.VolumeMount{Name: "ram", MountPath: "/r"},
 			v1.VolumeMount{Name: "cm", MountPath: "/m"},
-		))
+		), nil)
 		require.NoError(t, err)
 		require.Len(t, got, 5)
 		require.Equal(t, &runtimeapi.Mount{ContainerPath: "/r", HostPath: "/pods/u/volumes/kubernetes.io~empty-dir/ram"}, got[2])
@@ -112,7 +113,7 @@ func TestVolumes(t *testing.T) {
 		"absolute subPath fails":           {Name: "cache", MountPath: "/c", SubPath: "/etc"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := m.mounts(pod, mount(vm))
+			_, _, err := m.mounts(pod, mount(vm), nil)
 			require.ErrorIs(t, err, runtime.ErrCreateContainerConfig)
 		})
 	}
@@ -124,10 +125,4 @@ func TestNoResourcesGetMinimumShares(t *testing.T) {
 	require.Zero(t, r.CpuQuota)
 	r = linuxResources(&v1.Container{Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}})
 	require.EqualValues(t, 1024, r.CpuShares, "requests default to limits")
-}
-
-func TestPodHostname(t *testing.T) {
-	long := strings.Repeat("a", 62) + "-zzz"
-	require.Equal(t, strings.Repeat("a", 62), podHostname(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: long}}))
-	require.Equal(t, "h", podHostname(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1.PodSpec{Hostname: "h"}}))
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,7 +50,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		envs[i] = &runtimeapi.KeyValue{Key: v.Name, Value: []byte(v.Value)}
 	}
 	lookup := podenv.Lookup(vars)
-	mounts, prep, err := m.mounts(pod, c)
+	mounts, prep, err := m.mounts(pod, c, podIPs)
 	if err != nil {
 		return nil, prep, err
 	}
@@ -79,17 +80,23 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 type hostPaths struct {
 	dirs  []string
 	files []string
+	hosts *hostsFile
 }
 
 // mounts maps the container's volume mounts to CRI mounts at the volumes'
 // host paths (set up by the VolumeManager), and adds its termination-message
-// file.
-func (m *Manager) mounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, hostPaths, error) {
+// file and the pod's hosts file at /etc/hosts (unless the container mounts
+// something there itself).
+func (m *Manager) mounts(pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.Mount, hostPaths, error) {
 	var out []*runtimeapi.Mount
 	var prep hostPaths
 	podDir := filepath.Join(m.cfg.PodsRoot, string(pod.UID))
 	vols := m.volumeManager()
+	mountHosts := needsHostsFile(pod, podIPs)
 	for _, vm := range c.VolumeMounts {
+		if vm.MountPath == etcHostsPath {
+			mountHosts = false
+		}
 		var vol *v1.Volume
 		for i := range pod.Spec.Volumes {
 			if pod.Spec.Volumes[i].Name == vm.Name {
@@ -114,6 +121,14 @@ func (m *Manager) mounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, hos
 		}
 		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: hp, Readonly: vm.ReadOnly || volume.ReadOnly(vol)})
 	}
+	if mountHosts {
+		h, err := m.hostsFileFor(pod, podIPs)
+		if err != nil {
+			return nil, prep, errConfig("container %q: the pod's hosts file: %v", c.Name, err)
+		}
+		prep.hosts = &h
+		out = append(out, &runtimeapi.Mount{ContainerPath: etcHostsPath, HostPath: h.path, SelinuxRelabel: true})
+	}
 	if c.TerminationMessagePath != "" {
 		// A fresh file per instance, as the kubelet's, so a restart does not
 		// inherit the last instance's message.
@@ -131,12 +146,23 @@ func randomID() string {
 }
 
 func (p hostPaths) create() error {
+	if p.hosts != nil {
+		if err := p.hosts.write(); err != nil {
+			return err
+		}
+	}
 	for _, d := range p.dirs {
 		if err := os.MkdirAll(d, 0o777); err != nil {
 			return err
 		}
-		// Any user of the pod may write its emptyDir, whatever the umask.
-		if err := os.Chmod(d, 0o777); err != nil {
+		// Any user of the pod may write its emptyDir, whatever the umask;
+		// a subPath of a volume setgid for the pod's fsGroup stays so, as
+		// the kubelet makes it with the volume's mode.
+		mode := fs.FileMode(0o777)
+		if parent, err := os.Stat(filepath.Dir(d)); err == nil {
+			mode |= parent.Mode() & fs.ModeSetgid
+		}
+		if err := os.Chmod(d, mode); err != nil {
 			return err
 		}
 	}
@@ -194,7 +220,7 @@ func securityContext(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSec
 		if psc.RunAsGroup != nil {
 			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
 		}
-		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
+		sc.SupplementalGroups, sc.SupplementalGroupsPolicy = supplementalGroups(psc)
 	}
 	csc := c.SecurityContext
 	if csc == nil {
@@ -248,7 +274,7 @@ func restartCountFromLogs(dir string) int {
 
 // startContainer pulls, creates and starts one container. The error wraps
 // the step sentinel; msg is the message for the container's status.
-func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, pod *v1.Pod, c *v1.Container, ctype string, st *runtime.PodStatus, pullSecrets []v1.Secret) (msg string, err error) {
+func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, pod *v1.Pod, c *v1.Container, ctype string, st *runtime.PodStatus, ips *sandboxIPs, pullSecrets []v1.Secret) (msg string, err error) {
 	ref, msg, err := m.images.ensure(ctx, pod, c, sandbox, pullSecrets)
 	if err != nil {
 		return msg, err
@@ -259,7 +285,7 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandbox 
 	} else {
 		restartCount = restartCountFromLogs(filepath.Join(sandbox.LogDirectory, c.Name))
 	}
-	cfg, prep, err := m.containerConfig(ctx, pod, c, ctype, restartCount, ref, m.podIPs(ctx, c, sandboxID, st))
+	cfg, prep, err := m.containerConfig(ctx, pod, c, ctype, restartCount, ref, ips.forContainer(ctx, pod, c))
 	if err != nil {
 		return err.Error(), err
 	}

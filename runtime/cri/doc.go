@@ -22,11 +22,28 @@
 //     pulls, pull back-off, credentials from image pull secrets;
 //   - sandbox and container configs from the pod spec, the sandbox's DNS
 //     from Config.DNS (the kubelet's dnsPolicy handling, package dns), its
+//     hostname as the kubelet's (spec.hostnameOverride, else spec.hostname
+//     or the pod's name, cut to 63 characters; the FQDN
+//     <hostname>.<subdomain>.<namespace>.svc.<cluster domain> with
+//     setHostnameAsFQDN; none on the host's network), its
 //     cgroup parent from Config.PodCgroups (the QoS hierarchy, package cm;
 //     the pod cgroup is removed by KillPod), and
 //     the kubelet's wire conventions: the io.kubernetes.* labels and
 //     annotations (read back by GetPods and GetPodStatus) and the log layout
 //     <PodLogsRoot>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
+//
+// Every container gets the pod's kubelet-managed hosts file at /etc/hosts,
+// <PodsRoot>/<uid>/etc-hosts, rewritten at each container start: for a pod on
+// the pod network localhost, its IPs with its hostname (and FQDN with a
+// subdomain; the cluster domain is Config.DNS's ClusterDomain) and its
+// hostAliases, once the sandbox has an IP; for a pod on the host's network
+// Config.HostsFile with its hostAliases. A container that mounts something
+// at /etc/hosts itself keeps it.
+//
+// Containers run with the pod's fsGroup among their supplemental groups
+// (first, then spec.securityContext.supplementalGroups, with the
+// supplementalGroupsPolicy), as the kubelet's, so a non-root container can
+// use the volumes the fsGroup owns.
 //
 // Volumes come from Config.Volumes (the volume package: hostPath, emptyDir
 // on disk or tmpfs, configMap, secret, downwardAPI and projected volumes

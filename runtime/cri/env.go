@@ -24,22 +24,40 @@ func (m *Manager) envResolver() EnvResolver {
 	return podenv.New(podenv.Config{})
 }
 
-// podIPs returns the IPs of the pod's sandbox when c's environment asks for
-// them: from the status when the sandbox is the one it knows, else from the
-// runtime (a sandbox just created). Only then is the runtime asked, so
-// containers that do not need them cost no extra call.
-func (m *Manager) podIPs(ctx context.Context, c *v1.Container, sandboxID string, st *runtime.PodStatus) []string {
-	if !wantsPodIPs(c) {
+// sandboxIPs gives the IPs of the pod's sandbox to the containers that need
+// them (for the downward API, or the hosts file of a pod on the pod
+// network): from the status when the sandbox is the one it knows, else from
+// the runtime (a sandbox just created), asked at most once per sync. Only
+// then is the runtime asked, so containers that do not need them cost no
+// extra call.
+type sandboxIPs struct {
+	m    *Manager
+	id   string
+	st   *runtime.PodStatus
+	ips  []string
+	done bool
+}
+
+// forContainer is the sandbox's IPs if c needs them, else nil.
+func (s *sandboxIPs) forContainer(ctx context.Context, pod *v1.Pod, c *v1.Container) []string {
+	if !wantsPodIPs(c) && pod.Spec.HostNetwork {
 		return nil
 	}
-	if len(st.SandboxStatuses) > 0 && st.SandboxStatuses[0].ID == sandboxID {
-		return st.IPs
+	if !s.done {
+		s.ips, s.done = s.get(ctx), true
 	}
-	ctx, cancel := m.callCtx(ctx, 0)
+	return s.ips
+}
+
+func (s *sandboxIPs) get(ctx context.Context) []string {
+	if len(s.st.SandboxStatuses) > 0 && s.st.SandboxStatuses[0].ID == s.id {
+		return s.st.IPs
+	}
+	ctx, cancel := s.m.callCtx(ctx, 0)
 	defer cancel()
-	resp, err := m.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID})
+	resp, err := s.m.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: s.id})
 	if err != nil {
-		m.log.V(1).Info("no sandbox status for the pod's IPs", "sandbox", sandboxID, "err", err)
+		s.m.log.V(1).Info("no sandbox status for the pod's IPs", "sandbox", s.id, "err", err)
 		return nil
 	}
 	n := resp.GetStatus().GetNetwork()

@@ -53,6 +53,11 @@ type Config struct {
 	// <uid>/volumes/kubernetes.io~empty-dir/<name> and termination-message
 	// files under <uid>/containers/<name>/. Default /var/lib/nodekit/pods.
 	PodsRoot string
+	// HostsFile is the node's hosts file, which containers of pods on the
+	// host's network see (with the pods' hostAliases added) at /etc/hosts;
+	// pods on the pod network get one of their own, as from the kubelet.
+	// Default /etc/hosts.
+	HostsFile string
 	// DenyPrivileged refuses privileged containers: a pod asking for one
 	// gets CreateContainerConfigError and nothing of it is started. Default
 	// false: they run, as with the kubelet, which no longer has
@@ -230,6 +235,9 @@ func setDefaults(c *Config) error {
 	}
 	if c.PodLogsRoot == "" {
 		c.PodLogsRoot = "/var/log/pods"
+	}
+	if c.HostsFile == "" {
+		c.HostsFile = etcHostsPath
 	}
 	if c.PodsRoot == "" {
 		c.PodsRoot = "/var/lib/nodekit/pods"

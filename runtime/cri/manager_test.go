@@ -128,12 +128,22 @@ func TestCallsTimeOut(t *testing.T) {
 	require.Equal(t, codes.DeadlineExceeded, status.Code(errors.Unwrap(err)))
 }
 
-func TestOneContainerPodStartsInFourCalls(t *testing.T) {
+// A pod on the pod network asks for its new sandbox's IPs once (for its
+// containers' hosts file), as the kubelet's SyncPod does; one on the host's
+// network does not.
+func TestPodStartCalls(t *testing.T) {
 	e := newFakeEnv(t)
 	pod := newPod("one", "busybox:1")
+	pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: "second", Image: "busybox:1", ImagePullPolicy: v1.PullIfNotPresent})
 	st := &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	res := e.m.SyncPod(e.ctx, pod, st, nil, nil)
 	require.NoError(t, res.Error())
+	require.Equal(t, map[string]int{"RunPodSandbox": 1, "PodSandboxStatus": 1, "ImageStatus": 2, "CreateContainer": 2, "StartContainer": 2}, e.srv.CallCounts())
+
+	e.srv.ResetCalls()
+	pod = newPod("host", "busybox:1", func(p *v1.Pod) { p.Spec.HostNetwork = true })
+	st = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	require.NoError(t, e.m.SyncPod(e.ctx, pod, st, nil, nil).Error())
 	require.Equal(t, map[string]int{"RunPodSandbox": 1, "ImageStatus": 1, "CreateContainer": 1, "StartContainer": 1}, e.srv.CallCounts())
 }
 

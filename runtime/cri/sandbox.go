@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podutil"
 )
 
 // podLogDir is <PodLogsRoot>/<namespace>_<name>_<uid>, as the kubelet's.
@@ -37,23 +38,6 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 	return ns
 }
 
-// podHostname is the sandbox's hostname: empty with host network (the
-// runtime then keeps the node's), else spec.hostname or the pod name, cut
-// to a DNS label.
-func podHostname(pod *v1.Pod) string {
-	if pod.Spec.HostNetwork {
-		return ""
-	}
-	h := pod.Spec.Hostname
-	if h == "" {
-		h = pod.Name
-	}
-	if len(h) > 63 {
-		h = strings.TrimRight(h[:63], "-.")
-	}
-	return h
-}
-
 // sandboxConfig builds the PodSandboxConfig of the pod's attempt-th sandbox.
 // It fails when the pod's DNS configuration cannot be computed or its
 // cgroup cannot be made.
@@ -62,7 +46,6 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt,
 		},
-		Hostname:     podHostname(pod),
 		LogDirectory: m.podLogDir(pod),
 		Labels:       sandboxLabels(pod),
 		Annotations:  sandboxAnnotations(pod),
@@ -72,6 +55,9 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		return nil, err
 	}
 	cfg.DnsConfig = dns
+	if cfg.Hostname, err = m.sandboxHostname(pod); err != nil {
+		return nil, err
+	}
 	for i := range pod.Spec.Containers {
 		for _, p := range pod.Spec.Containers[i].Ports {
 			if p.HostPort <= 0 {
@@ -96,7 +82,7 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		if psc.RunAsGroup != nil {
 			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
 		}
-		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
+		sc.SupplementalGroups, sc.SupplementalGroupsPolicy = supplementalGroups(psc)
 	}
 	parent, err := m.podCgroupParent(pod)
 	if err != nil {
@@ -107,11 +93,28 @@ func (m *Manager) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSan
 		linux.Sysctls = make(map[string]string, len(psc.Sysctls))
 		for _, s := range psc.Sysctls {
 			// runc wants dots; the API also allows slashes.
-			linux.Sysctls[strings.ReplaceAll(s.Name, "/", ".")] = s.Value
+			linux.Sysctls[podutil.SysctlWithDots(s.Name)] = s.Value
 		}
 	}
 	cfg.Linux = linux
 	return cfg, nil
+}
+
+// supplementalGroups are the groups every container of the pod runs with,
+// as the kubelet's: the fsGroup first (so a non-root container may use the
+// volumes it owns), then spec.securityContext.supplementalGroups; and the
+// policy for the image's own groups (Merge by default).
+func supplementalGroups(psc *v1.PodSecurityContext) ([]int64, runtimeapi.SupplementalGroupsPolicy) {
+	var groups []int64
+	if psc.FSGroup != nil {
+		groups = append(groups, *psc.FSGroup)
+	}
+	groups = append(groups, psc.SupplementalGroups...)
+	policy := runtimeapi.SupplementalGroupsPolicy_Merge
+	if p := psc.SupplementalGroupsPolicy; p != nil && *p == v1.SupplementalGroupsPolicyStrict {
+		policy = runtimeapi.SupplementalGroupsPolicy_Strict
+	}
+	return groups, policy
 }
 
 func protocol(p v1.Protocol) runtimeapi.Protocol {

@@ -100,13 +100,14 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	if sandboxID == "" || (p.KillPod && !p.CreateSandbox) {
 		return // nothing to start in
 	}
+	ips := &sandboxIPs{m: m, id: sandboxID, st: status}
 	start := func(action runtime.SyncAction, c *v1.Container, ctype string) error {
 		step := res.NewStep(action, c.Name)
 		if msg, err := runtime.CrashLoopBackOff(backoff, pod, c, status); err != nil {
 			step.Fail(err, msg)
 			return err
 		}
-		if msg, err := m.startContainer(ctx, sandboxID, sandbox, pod, c, ctype, status, pullSecrets); err != nil {
+		if msg, err := m.startContainer(ctx, sandboxID, sandbox, pod, c, ctype, status, ips, pullSecrets); err != nil {
 			step.Fail(err, msg)
 			m.log.V(1).Info("container start failed", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
 			return err

@@ -4,8 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/agent"
 )
 
@@ -20,12 +22,15 @@ type Pods struct {
 	AllowHostNamespaces       bool
 	MaxPods                   int
 	EventedPLEG               bool
+	// AllowedUnsafeSysctls is -allowed-unsafe-sysctls, comma-separated.
+	AllowedUnsafeSysctls string
 }
 
 // AddFlags defines -pod-manifest-path (default defaultManifestPath),
 // -manifest-url, -manifest-url-header, -sync-frequency,
 // -file-check-frequency, -http-check-frequency, -allow-privileged,
-// -allow-host-namespaces, -max-pods and -evented-pleg on fs.
+// -allow-host-namespaces, -allowed-unsafe-sysctls, -max-pods and
+// -evented-pleg on fs.
 func (p *Pods) AddFlags(fs *flag.FlagSet, defaultManifestPath string) {
 	p.Header = HeaderFlag{}
 	fs.StringVar(&p.ManifestPath, "pod-manifest-path", defaultManifestPath, "directory (or file) of static pod manifests, re-read on change; empty for none")
@@ -36,6 +41,7 @@ func (p *Pods) AddFlags(fs *flag.FlagSet, defaultManifestPath string) {
 	fs.DurationVar(&p.HTTPCheck, "http-check-frequency", 20*time.Second, "how often -manifest-url is polled")
 	fs.BoolVar(&p.AllowPrivileged, "allow-privileged", true, "admit pods with privileged containers; false rejects them")
 	fs.BoolVar(&p.AllowHostNamespaces, "allow-host-namespaces", true, "admit pods using the host's network, PID or IPC namespace; false rejects them")
+	fs.StringVar(&p.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", "", "comma-separated unsafe sysctls or patterns (ending in *) pods may set besides the safe ones, e.g. 'kernel.msg*,net.core.somaxconn'; each must be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*). Pods setting others are rejected with SysctlForbidden")
 	fs.IntVar(&p.MaxPods, "max-pods", 110, "how many pods may run (a Node's pods capacity); later ones are rejected with reason OutOfpods")
 	fs.BoolVar(&p.EventedPLEG, "evented-pleg", false, "learn of container changes from the runtime's event stream (containerd 2.x), relisting every 5m, as the kubelet's EventedPLEG feature gate; it shares that gate's known issue (kubernetes/kubernetes#123087: a dropped event can start a container twice)")
 }
@@ -51,6 +57,9 @@ func (p *Pods) Validate() error {
 	}
 	if p.MaxPods <= 0 {
 		return fmt.Errorf("%w: -max-pods must be positive, got %d", ErrUsage, p.MaxPods)
+	}
+	if _, err := admission.Sysctls(p.unsafeSysctls()); err != nil {
+		return fmt.Errorf("%w: -allowed-unsafe-sysctls: %w", ErrUsage, err)
 	}
 	if len(p.Header) > 0 && p.ManifestURL == "" {
 		return fmt.Errorf("%w: -manifest-url-header needs -manifest-url", ErrUsage)
@@ -72,4 +81,15 @@ func (p *Pods) Apply(c *agent.Config) {
 	c.DenyPrivileged = !p.AllowPrivileged
 	c.DenyHostNamespaces = !p.AllowHostNamespaces
 	c.EventedPLEG = p.EventedPLEG
+	c.AllowedUnsafeSysctls = p.unsafeSysctls()
+}
+
+func (p *Pods) unsafeSysctls() []string {
+	var out []string
+	for _, s := range strings.Split(p.AllowedUnsafeSysctls, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

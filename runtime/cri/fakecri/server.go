@@ -263,6 +263,14 @@ func (s *Server) ContainerIDs(name string) []string {
 	return ids
 }
 
+// SandboxConfig returns the config the sandbox with id was run with, nil
+// for a sandbox unknown or removed.
+func (s *Server) SandboxConfig(id string) *runtimeapi.PodSandboxConfig {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sandboxConfigs[id]
+}
+
 // StopTimeout returns the timeout, in seconds, of the last StopContainer
 // call for the container, and whether there was one.
 func (s *Server) StopTimeout(containerID string) (int64, bool) {
