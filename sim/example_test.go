@@ -52,12 +52,17 @@ func Example() {
 	// Output:
 	// crash node-a Running restarts: 16
 	// web node-a Running restarts: 0
+	// 00:00:10 Pod default/crash event Normal Created (node-a, spec.containers{app}): Created container: app
+	// 00:00:10 Pod default/crash event Normal Pulled (node-a, spec.containers{app}): Container image "app:1" already present on machine
+	// 00:00:10 Pod default/crash event Normal Started (node-a, spec.containers{app}): Started container app
 	// 00:00:10 Pod default/crash ready False
 	// 00:00:10 Pod default/crash app terminated Error (1)
 	// 00:00:11 Pod default/crash ready True
 	// 00:00:11 Pod default/crash app restarts 1
 	// 00:00:11 Pod default/crash app running
+	// 00:00:20 Pod default/crash event Warning BackOff (node-a, spec.containers{app}): Back-off restarting failed container app in pod crash_default(210e57fb-5a03-4473-af2c-5b2805e780ec)
 	// 00:00:20 Pod default/crash ready False
 	// 00:00:20 Pod default/crash app terminated Error (1)
+	// 00:00:22 Pod default/crash event Warning BackOff (node-a, spec.containers{app}): Back-off restarting failed container app in pod crash_default(210e57fb-5a03-4473-af2c-5b2805e780ec)
 	// 00:00:22 Pod default/crash app waiting CrashLoopBackOff
 }

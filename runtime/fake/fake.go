@@ -214,6 +214,7 @@ type Runtime struct {
 	byImage    map[string]Behavior
 	byName     map[string]Behavior
 	images     map[string]string // reference -> image ID
+	pulledAt   map[string]time.Time
 	pinned     map[string]bool   // reference -> pinned
 	imageFsCap uint64
 	pods       map[types.UID]*podState
@@ -281,6 +282,7 @@ func New(c Config) (*Runtime, error) {
 		byImage:     map[string]Behavior{},
 		byName:      map[string]Behavior{},
 		images:      map[string]string{},
+		pulledAt:    map[string]time.Time{},
 		pods:        map[types.UID]*podState{},
 		podBehav:    c.PodBehavior,
 		rec:         c.Recorder,

@@ -258,6 +258,10 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container)
 	// An image this container cannot pull is not there for it, even if
 	// another pod's copy is (a per-pod PullError).
 	present = present && r.behavior(pod, c.Name, c.Image).PullError == ""
+	// An image pulled at this very instant is still being pulled for the
+	// others: syncs at the same instant all pull it, whichever runs first,
+	// so what they report does not hang on goroutine order.
+	present = present && r.clock.Now().After(r.pulledAt[c.Image])
 	r.mu.Unlock()
 	switch podutil.PullPolicy(c) {
 	case v1.PullNever:
@@ -323,6 +327,7 @@ func (r *Runtime) pull(ctx context.Context, image, containerName string, pod *v1
 	}
 	id := imageID(image)
 	r.images[image] = id
+	r.pulledAt[image] = r.clock.Now()
 	return id, nil
 }
 
