@@ -215,7 +215,7 @@ type Runtime struct {
 	byName     map[string]Behavior
 	images     map[string]string // reference -> image ID
 	pulledAt   map[string]time.Time
-	pinned     map[string]bool   // reference -> pinned
+	pinned     map[string]bool // reference -> pinned
 	imageFsCap uint64
 	pods       map[types.UID]*podState
 	order      []*podState // creation order, for GetPods
