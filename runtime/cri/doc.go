@@ -43,8 +43,28 @@
 // CreateContainerConfigError with the kubelet's message and the container
 // starts at a later sync once it resolves.
 //
-// Not (yet) covered: lifecycle hooks, probes, QoS OOM scores, removal of
-// single containers' log files.
+// Lifecycle hooks run as the kubelet's (runtime/lifecycle): postStart after
+// StartContainer, a failure killing the container (Killing
+// "FailedPostStartHook") and failing the start with PostStartHookError;
+// preStop before StopContainer, its time taken out of the grace period
+// (at least 2s left); exec hooks over ExecSync with no timeout, httpGet
+// hooks from this process to the pod IP. An orphan's preStop hook and grace
+// periods come from its container's annotations.
+//
+// With Config.Recorder the manager records the kubelet's runtime-manager
+// events with its reasons and messages on the container's reference
+// (spec.containers{c}, spec.initContainers{c}): Pulling, Pulled (with the
+// pull's duration and image size, or "already present on machine"),
+// Failed ("Failed to pull image ...", "Error: ErrImagePull", "Error:
+// ImagePullBackOff", "Error: <message>"), BackOff (pull and crash-loop
+// back-off), Created, Started, Killing ("Stopping container c" or the
+// caller's runtime.WithKillMessage), FailedPostStartHook,
+// FailedPreStopHook, and on the pod SandboxChanged and
+// FailedCreatePodSandBox.
+//
+// Not (yet) covered: probes (package prober), QoS OOM scores, removal of
+// single containers' log files, the kubelet's termination ordering of
+// sidecars after regular containers (all are stopped in parallel).
 //
 // Usage: ExampleNew runs a pod over the in-process fake CRI server
 // (runtime/cri/fakecri); against containerd only Config.Endpoint changes
