@@ -68,7 +68,8 @@
 // between runs. The store's Events have them all.
 //
 // Reproducibility: UIDs, generated names, the agents' jitter and the
-// runtimes' faults derive from Config.Seed, and the event log is kept in a
+// runtimes' faults derive from Config.Seed (a pod's UID from the pods
+// created before it, whatever the agents create meanwhile), and the event log is kept in a
 // stable order (within an instant by object, an object's recorded events
 // first and in text order, not in the order they were made), so two runs
 // of a scenario give the same log. What concurrent goroutines do in the

@@ -23,7 +23,10 @@ func Example() {
 	if _, err := cl.AddNode("node-a"); err != nil {
 		panic(err)
 	}
-	for name, script := range map[string]string{"web": "", "crash": "10s:1"} {
+	// In a fixed order: the store draws UIDs from the seed in creation
+	// order, and the kubelet's BackOff message names the pod's UID.
+	for _, p := range []struct{ name, script string }{{"web", ""}, {"crash", "10s:1"}} {
+		name, script := p.name, p.script
 		pod := &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "app:1"}}},
