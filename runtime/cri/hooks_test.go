@@ -152,6 +152,7 @@ func TestPreStopHook(t *testing.T) {
 		grace      int64
 		step       time.Duration // clock step while the hook runs
 		orphan     bool
+		sidecar    bool
 		killMsg    string
 		wantStop   int64
 		wantEvents []string
@@ -173,6 +174,9 @@ func TestPreStopHook(t *testing.T) {
 			hook: func(*hookServer) *v1.LifecycleHandler { return exec("drain") }, grace: 30, wantStop: 30,
 			killMsg:    "Container main failed liveness probe, will be restarted",
 			wantEvents: []string{"Killing spec.containers{main}: Container main failed liveness probe, will be restarted"}},
+		{name: "a sidecar's hook runs, on its init container reference",
+			hook: func(*hookServer) *v1.LifecycleHandler { return exec("drain") }, grace: 30, sidecar: true, wantStop: 30,
+			wantEvents: []string{"Killing spec.initContainers{main}: Stopping container main"}},
 		{name: "an orphan's hook comes from its annotations, without events",
 			hook: func(*hookServer) *v1.LifecycleHandler { return exec("drain") }, grace: 30, orphan: true, wantStop: 30,
 			wantEvents: []string{}},
@@ -185,6 +189,12 @@ func TestPreStopHook(t *testing.T) {
 			pod := newPod("pst", "busybox:1", func(p *v1.Pod) {
 				p.Spec.TerminationGracePeriodSeconds = ptr.To(tc.grace)
 				p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: hook}
+				if tc.sidecar {
+					sc := p.Spec.Containers[0]
+					sc.RestartPolicy = ptr.To(v1.ContainerRestartPolicyAlways)
+					p.Spec.InitContainers = []v1.Container{sc}
+					p.Spec.Containers = []v1.Container{{Name: "app", Image: "busybox:1", ImagePullPolicy: v1.PullIfNotPresent}}
+				}
 			})
 			if hook.Exec != nil {
 				e.srv.SetExecResult("main", hook.Exec.Command, tc.result)
