@@ -299,7 +299,7 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandbox 
 	// As the kubelet: the event leaves out the message, which may hold
 	// secrets; the container is killed and the start is an error.
 	m.recordContainer(pod, c.Name, id, v1.EventTypeWarning, runtime.EventFailedPostStartHook, "PostStartHook failed")
-	if kerr := m.killContainer(ctx, pod, cid, c.Name, "FailedPostStartHook", nil); kerr != nil {
+	if kerr := m.killContainer(ctx, pod, cid, c.Name, "FailedPostStartHook", nil, nil); kerr != nil {
 		m.log.Error(kerr, "Cannot kill container after its postStart hook failed", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name)
 	}
 	return msg, fmt.Errorf("%w: %s", runtime.ErrPostStartHook, msg)

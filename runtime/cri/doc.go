@@ -16,7 +16,7 @@
 //   - WatchContainerEvents over GetContainerEvents (runtime.ErrNotSupported
 //     on containerd 1.6, so an evented PLEG falls back to relisting);
 //   - KillPod (containers stopped in parallel with the effective grace
-//     period, then the sandboxes), RemovePod, and GarbageCollect (dead
+//     period, sidecars last, then the sandboxes), RemovePod, and GarbageCollect (dead
 //     containers beyond policy, empty old sandboxes, killed pods);
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
 //     pulls, pull back-off, credentials from image pull secrets;
@@ -62,9 +62,13 @@
 // FailedPreStopHook, and on the pod SandboxChanged and
 // FailedCreatePodSandBox.
 //
+// KillPod stops a pod's sidecars after the containers they serve, as the
+// kubelet (lifecycle.Ordering): every preStop hook starts at once, then a
+// sidecar waits for the regular containers and the sidecars declared after
+// it, out of its grace period.
+//
 // Not (yet) covered: probes (package prober), QoS OOM scores, removal of
-// single containers' log files, the kubelet's termination ordering of
-// sidecars after regular containers (all are stopped in parallel).
+// single containers' log files.
 //
 // Usage: ExampleNew runs a pod over the in-process fake CRI server
 // (runtime/cri/fakecri); against containerd only Config.Endpoint changes

@@ -307,3 +307,40 @@ func TestRuntimeManagerEvents(t *testing.T) {
 		require.Zero(t, e.srv.Calls("ImageStatus"))
 	})
 }
+
+// TestSidecarsStopAfterTheContainersTheyServe: KillPod holds a sidecar back
+// until the regular container (whose preStop hook takes a while) is
+// stopped, and takes the wait out of the sidecar's grace period.
+func TestSidecarsStopAfterTheContainersTheyServe(t *testing.T) {
+	e := newFakeEnv(t)
+	pod := newPod("order", "busybox:1", func(p *v1.Pod) {
+		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+		sc := p.Spec.Containers[0]
+		sc.Name, sc.RestartPolicy = "sc", ptr.To(v1.ContainerRestartPolicyAlways)
+		p.Spec.InitContainers = []v1.Container{sc}
+		p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 10}}}
+	})
+	require.NoError(t, e.sync(t, pod, nil).Error(), "the sidecar starts")
+	require.NoError(t, e.sync(t, pod, nil).Error(), "then the main container")
+	st := e.status(t, pod)
+	require.Len(t, st.RunningContainerStatuses(), 2)
+	done := make(chan error, 1)
+	go func() { done <- e.m.KillPod(e.ctx, pod, st.RunningPod(e.m.Type()), nil) }()
+	// Step the clock a second at a time until the kill is over.
+	for stepped := false; !stepped; {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			stepped = true
+		case <-time.After(5 * time.Millisecond):
+			e.clock.Step(time.Second)
+		}
+	}
+	mainStop, ok := e.srv.StopTimeout(e.srv.ContainerIDs("main")[0])
+	require.True(t, ok)
+	scStop, ok := e.srv.StopTimeout(e.srv.ContainerIDs("sc")[0])
+	require.True(t, ok)
+	require.Less(t, mainStop, int64(30), "the hook's time is out of main's grace period")
+	require.Less(t, scStop, int64(30), "the sidecar waited for main, out of its grace period")
+	require.GreaterOrEqual(t, scStop, int64(2))
+}

@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/lifecycle"
 )
 
 func containerState(s runtimeapi.ContainerState) runtime.ContainerState {
@@ -340,10 +341,16 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, runningPod runtime.P
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	msg := runtime.KillMessage(ctx)
+	names := make([]string, len(runningPod.Containers))
+	for i, c := range runningPod.Containers {
+		names[i] = c.Name
+	}
+	// Sidecars stop after the containers they serve, as the kubelet's.
+	order := lifecycle.NewOrdering(pod, names, m.clock)
 	for _, c := range runningPod.Containers {
 		step := res.NewStep(runtime.KillContainer, c.Name)
 		wg.Go(func() {
-			if err := m.killContainer(ctx, pod, c.ID, c.Name, msg, override); err != nil {
+			if err := m.killContainer(ctx, pod, c.ID, c.Name, msg, override, order); err != nil {
 				mu.Lock()
 				step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillContainer, err), err.Error())
 				mu.Unlock()
@@ -365,10 +372,12 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, runningPod runtime.P
 
 // killContainer stops one container as the kubelet's killContainer: a
 // Killing event (message, default "Stopping container <name>"), its
-// preStop hook within the grace period, then StopContainer with what is
-// left of it. For an orphan (pod nil) the grace period and the preStop
-// hook come from the container's annotations, and no event is recorded.
-func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id runtime.ContainerID, name, message string, override *int64) error {
+// preStop hook within the grace period, its turn after the containers it
+// serves (order, nil for none), then StopContainer with what is left of
+// the grace period. For an orphan (pod nil) the grace period and the
+// preStop hook come from the container's annotations, and no event is
+// recorded.
+func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id runtime.ContainerID, name, message string, override *int64, order *lifecycle.Ordering) error {
 	var spec *v1.Container
 	hookPod := pod
 	if pod != nil {
@@ -390,7 +399,14 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id runtime.Con
 		}
 		grace = left
 	}
-	return m.stopContainer(ctx, id.ID, grace)
+	if waited := order.WaitForTurn(ctx, name, grace); waited > 0 {
+		grace = max(grace-int64(waited/time.Second), lifecycle.MinGracePeriod)
+	}
+	if err := m.stopContainer(ctx, id.ID, grace); err != nil {
+		return err
+	}
+	order.Terminated(name)
+	return nil
 }
 
 // podContainer is the spec of pod's container (of any kind) named name.

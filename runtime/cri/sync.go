@@ -66,7 +66,7 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		for id, k := range p.ContainersToKill {
 			step := res.NewStep(runtime.KillContainer, k.Name)
 			m.log.V(1).Info("killing container", "pod", pod.Namespace+"/"+pod.Name, "container", k.Name, "reason", k.Reason)
-			if err := m.killContainer(ctx, pod, id, k.Name, k.Message, nil); err != nil {
+			if err := m.killContainer(ctx, pod, id, k.Name, k.Message, nil, nil); err != nil {
 				step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillContainer, err), err.Error())
 				return
 			}

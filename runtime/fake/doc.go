@@ -45,7 +45,10 @@
 //     status can start a second instance of a container. A nil status means
 //     the fake's current one.
 //   - A container stops on TERM at once (exit code Behavior.TermExitCode,
-//     default 0) unless it ignores TERM.
+//     default 0) unless it ignores TERM. KillPod sends TERM to regular
+//     containers, then to sidecars in reverse order, without waiting for
+//     regular containers that ignore it (runtime/cri and the kubelet
+//     make a sidecar wait until they stopped).
 //   - Lifecycle hooks run as runtime/cri runs them (runtime/lifecycle):
 //     exec hooks through ExecSync (so SetExecResult programs them), httpGet
 //     hooks over the in-memory network (an https hook gets a plain HTTP

@@ -26,6 +26,9 @@
 // kubelet's ("Exec lifecycle hook ([...]) for Container \"c\" in Pod
 // \"p_ns(uid)\" failed - error: ..., message: ...").
 //
+// Ordering holds a pod's sidecars back, when the pod is stopped, until the
+// containers they serve are stopped, as the kubelet's terminationOrdering.
+//
 // Where it differs from the kubelet: connections are not kept alive
 // between hooks, so no idle connection outlives a hook.
 package lifecycle
