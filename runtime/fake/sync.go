@@ -251,7 +251,9 @@ func (r *Runtime) create(pod *v1.Pod, p *podState, c *v1.Container, kind contain
 // and its message.
 func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (string, string, error) {
 	if c.Image == "" {
-		return "", fmt.Sprintf("container %s has no image", c.Name), runtime.ErrInvalidImageName
+		msg := fmt.Sprintf("container %s has no image", c.Name)
+		r.containerEvent(pod, c.Name, v1.EventTypeWarning, runtime.EventInspectFailed, "%s", msg)
+		return "", msg, runtime.ErrInvalidImageName
 	}
 	r.mu.Lock()
 	id, present := r.images[c.Image]
