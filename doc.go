@@ -151,6 +151,20 @@
 //     control characters) are skipped with the kubelet's
 //     InvalidEnvironmentVariableNames event, which current kubelets, relying
 //     on the apiserver's relaxed validation, no longer check. (podenv)
+//   - A preStop hook still running when the grace period ends is
+//     abandoned (its exec or HTTP request is cancelled) and records no
+//     FailedPreStopHook; the kubelet stops waiting but lets it run on.
+//     The 2-second minimum between TERM and KILL is applied once a preStop
+//     hook ran; without one the grace period is runtime.EffectiveGracePeriod
+//     (at least 1s). Lifecycle hooks' HTTP connections are not kept alive,
+//     so no idle connection outlives a hook. An exec hook through
+//     runtime/cri is bounded only by the sync's or kill's context, as with
+//     the kubelet. (runtime/lifecycle, runtime/cri, runtime/fake)
+//   - A probe kill's Killing event is the runtime's when it records events
+//     (runtime.EventSource; the agent passes its message with
+//     runtime.WithKillMessage), else the agent's, so it is recorded once.
+//     FailedKillPod is not recorded for a kill cut short by a newer update
+//     of the pod. (agent)
 //
 // Every external dependency (runtime, apiserver clients, clock, logger) is an
 // interface the caller can fill with a fake. The smallest useful assembly is

@@ -22,6 +22,7 @@ import (
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/node/nodetest"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podconfig/podconfigtest"
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
@@ -299,6 +300,36 @@ func TestGracefulDeletionUsesDeletionGracePeriod(t *testing.T) {
 	if len(got) == 0 || got[0] != 7 {
 		t.Fatalf("kill grace periods %v, want 7 first", got)
 	}
+}
+
+func TestFailedKillIsAFailedKillPodEvent(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	rec := podconfigtest.NewRecorder(0)
+	c := fastConfig(rt)
+	c.Recorder = rec
+	r := start(t, c)
+	pod := newPod("stuck", v1.RestartPolicyAlways, "c")
+	r.set(pod)
+	waitFor(t, "running", func() bool { return runningContainers(t, rt, pod.UID) == 1 })
+	if err := rt.SetFailureRate("StopContainer", 1); err != nil {
+		t.Fatal(err)
+	}
+	deleting := pod.DeepCopy()
+	now := metav1.Now()
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, ptr.To[int64](1)
+	r.set(deleting)
+	waitFor(t, "a FailedKillPod event", func() bool {
+		for _, e := range rec.Events() {
+			if e.Reason == "FailedKillPod" && strings.HasPrefix(e.Message, "error killing pod: ") {
+				return true
+			}
+		}
+		return false
+	})
+	if err := rt.SetFailureRate("StopContainer", 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "stopped once the runtime recovers", func() bool { return runningContainers(t, rt, pod.UID) == 0 })
 }
 
 func TestAdmission(t *testing.T) {

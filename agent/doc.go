@@ -29,8 +29,10 @@
 // startup verdicts become the containers' Ready and Started (and so the
 // ContainersReady and Ready conditions, with readiness gates); a container
 // (or sidecar) that fails its liveness or startup probe is killed with the
-// kubelet's Killing event, and its restart policy and back-off decide what
-// follows. Exec probes need a runtime that implements
+// kubelet's Killing event (recorded by the runtime, with the probe's
+// message, when the runtime records events: runtime.EventSource), and its
+// restart policy and back-off decide what follows. A pod that cannot be
+// killed gets a FailedKillPod event. Exec probes need a runtime that implements
 // runtime.CommandRunner.
 //
 // As the kubelet, the agent fails a pod past its spec.activeDeadlineSeconds

@@ -116,10 +116,15 @@ func (a *Agent) killUnhealthy(ctx context.Context, pod *v1.Pod, rs *runtime.PodS
 			grace = p.TerminationGracePeriodSeconds
 		}
 		a.log.Info("Killing unhealthy container", "pod", podutil.FullName(pod), "container", c.Name, "reason", msg)
-		a.containerEvent(pod, c.Name, sidecar, v1.EventTypeNormal, ReasonKilling, msg)
+		kctx := ctx
+		if es, ok := a.cfg.Runtime.(runtime.EventSource); ok && es.RecordsEvents() {
+			kctx = runtime.WithKillMessage(ctx, msg) // the runtime's Killing event says why
+		} else {
+			a.containerEvent(pod, c.Name, v1.EventTypeNormal, ReasonKilling, msg)
+		}
 		one := runtime.Pod{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace,
 			Containers: []*runtime.Container{{ID: cs.ID, Name: cs.Name, Image: cs.Image, ImageID: cs.ImageID, Hash: cs.Hash, State: cs.State}}}
-		if err := a.cfg.Runtime.KillPod(ctx, pod, one, grace); err != nil {
+		if err := a.cfg.Runtime.KillPod(kctx, pod, one, grace); err != nil {
 			return rs, fmt.Errorf("kill container %s after its failed %s probe: %w", c.Name, kind, err)
 		}
 		killed = true
@@ -195,13 +200,11 @@ func restarts(pod *v1.Pod, c *v1.Container) bool {
 
 // containerEvent records an event on a container of pod, as the kubelet's
 // container references do.
-func (a *Agent) containerEvent(pod *v1.Pod, name string, init bool, eventType, reason, msg string) {
-	path := "spec.containers{" + name + "}"
-	if init {
-		path = "spec.initContainers{" + name + "}"
+func (a *Agent) containerEvent(pod *v1.Pod, name string, eventType, reason, msg string) {
+	ref := runtime.ContainerRef(pod, name)
+	if ref == nil {
+		return
 	}
-	ref := &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
-		UID: pod.UID, ResourceVersion: pod.ResourceVersion, FieldPath: path}
 	if err := podconfig.SafeEventf(a.cfg.Recorder, ref, eventType, reason, "%s", msg); err != nil {
 		a.log.Error(err, "Cannot record event", "pod", podutil.FullName(pod), "reason", reason)
 	}

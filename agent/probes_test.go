@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/podconfig"
@@ -126,6 +127,41 @@ func TestFailingLivenessProbeRestartsTheContainerWithBackOff(t *testing.T) {
 		assert.LessOrEqual(t, n, int32(8), "restarts not backed off")
 		assert.Equal(t, v1.PodRunning, podOf(a, pod).Status.Phase)
 	})
+}
+
+func TestProbeKillIsOneKillingEventWhenTheRuntimeRecordsEvents(t *testing.T) {
+	for _, runtimeRecords := range []bool{false, true} {
+		name := map[bool]string{false: "agent records", true: "runtime records"}[runtimeRecords]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := podconfigtest.NewRecorder(0)
+				rtc := fake.Config{Clock: clock.RealClock{}}
+				if runtimeRecords {
+					rtc.Recorder = rec
+				}
+				rt, err := fake.New(rtc)
+				require.NoError(t, err)
+				a, _, _ := bubbleAgent(t, func(c *Config) { c.Runtime, c.Recorder = rt, rec })
+				rt.SetExecResult("app", nil, fake.ExecResult{ExitCode: 1})
+				pod := newPod("once", v1.RestartPolicyAlways, "app")
+				pod.Spec.Containers[0].LivenessProbe = execProbe(1, "check")
+				a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+				settle(5 * time.Second)
+				kills := len(rt.Kills())
+				require.NotZero(t, kills)
+				killing := events(rec, "Killing")
+				require.Len(t, killing, kills, "one Killing event per kill: %q", killing)
+				for _, m := range killing {
+					require.Equal(t, "Container app failed liveness probe, will be restarted", m)
+				}
+				if runtimeRecords {
+					require.Contains(t, events(rec, "Started"), "Started container app")
+				} else {
+					require.Empty(t, events(rec, "Started"))
+				}
+			})
+		})
+	}
 }
 
 func TestLivenessFailureWithRestartPolicyNeverEndsThePod(t *testing.T) {

@@ -110,6 +110,9 @@ func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *runtim
 	a.status.SetPodStatus(pod, st)
 
 	if err := a.cfg.Runtime.KillPod(ctx, pod, runningPod(a.cfg.Runtime.Type(), pod, rs), gracePeriod); err != nil {
+		if ctx.Err() == nil { // a kill cut short by a newer update is no failure
+			a.event(pod, v1.EventTypeWarning, runtime.EventFailedKillPod, "error killing pod: %v", err)
+		}
 		return fmt.Errorf("kill pod: %w", err)
 	}
 	// Confirm from the runtime itself: the cached status is older than the kill.

@@ -21,7 +21,15 @@
 //   - ComputePodActions, the runtime-neutral plan of what SyncPod must do
 //     (which sandbox to create, which containers to start or kill);
 //   - HashContainer, the container spec hash a runtime stores with each
-//     container so a changed spec restarts it.
+//     container so a changed spec restarts it;
+//   - the kubelet's runtime-manager events: their reasons (EventPulled,
+//     EventKilling, ...), ContainerRef (the spec.containers{c} reference
+//     they are recorded on), RecordEvent, EventSource (a runtime that
+//     records them itself) and WithKillMessage (the Killing event's
+//     message of a caller's kill).
+//
+// Lifecycle hooks (postStart, preStop) run through package
+// runtime/lifecycle, which runtime/cri and runtime/fake share.
 //
 // A backend that finishes starting a container after SyncPod returned (a
 // cloud API, a VM) reports it meanwhile as created with reason

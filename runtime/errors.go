@@ -25,8 +25,8 @@ var (
 	// user's hook); nodekit's runtimes have no such step and never return
 	// it. It is here for runtimes that do.
 	ErrPreStartHook = errors.New("PreStartHookError")
-	// ErrPostStartHook is for a failed lifecycle.postStart hook. nodekit's
-	// runtimes do not run lifecycle hooks yet, so none returns it.
+	// ErrPostStartHook is for a failed lifecycle.postStart hook: the
+	// container was started, its hook failed and it was killed.
 	ErrPostStartHook    = errors.New("PostStartHookError")
 	ErrRunContainer     = errors.New("RunContainerError")
 	ErrKillContainer    = errors.New("KillContainerError")

@@ -184,6 +184,9 @@ type Node struct {
 	agent  *agent.Agent
 	cancel context.CancelFunc
 	done   chan struct{}
+	// rec is the current agent's recorder, which the runtime's events
+	// (Pulled, Created, Started, Killing...) go to as well.
+	rec *recorder
 }
 
 // Name is the node's name.
@@ -216,11 +219,13 @@ func (c *Cluster) AddNode(name string) (*Node, error) {
 		c.cfg.Runtime(&rc)
 	}
 	rc.Clock = c.clock
+	n := &Node{c: c, name: name}
+	rc.Recorder = &runtimeEvents{n: n, next: rc.Recorder}
 	rt, err := fake.New(rc)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{c: c, name: name, runtime: rt}
+	n.runtime = rt
 	if err := n.startLocked(); err != nil {
 		return nil, err
 	}
@@ -274,7 +279,7 @@ func (n *Node) startLocked() error {
 	ctx, cancel := context.WithCancel(c.ctx)
 	done := make(chan struct{})
 	n.mu.Lock()
-	n.agent, n.cancel, n.done = a, cancel, done
+	n.agent, n.cancel, n.done, n.rec = a, cancel, done, rec
 	n.mu.Unlock()
 	c.wg.Add(1)
 	go func() {

@@ -8,8 +8,9 @@
 // Where it sits: the Store plays the apiserver. Its clients have the method
 // sets of client-go's typed clients (Pods, Nodes, Leases, Events); the
 // agents list and watch their pods through it, patch statuses, delete pods
-// they have stopped, renew their Leases and record their events (Killing,
-// Unhealthy, rejections such as OutOfcpu, DeadlineExceeded ...), and the
+// they have stopped, renew their Leases and record their events (Pulled,
+// Created, Started, Killing, Unhealthy, rejections such as OutOfcpu,
+// DeadlineExceeded ...), and the
 // controller under test reads and writes the same Store. The Store assigns UIDs, resourceVersions and
 // creationTimestamps, applies the pod defaults nodekit relies on, and
 // deletes gracefully: a bound, running pod gets deletionTimestamp and
@@ -67,7 +68,8 @@
 // between runs. The store's Events have them all.
 //
 // Reproducibility: UIDs, generated names, the agents' jitter and the
-// runtimes' faults derive from Config.Seed, and the event log is kept in a
+// runtimes' faults derive from Config.Seed (a pod's UID from the pods
+// created before it, whatever the agents create meanwhile), and the event log is kept in a
 // stable order (within an instant by object, an object's recorded events
 // first and in text order, not in the order they were made), so two runs
 // of a scenario give the same log. What concurrent goroutines do in the
@@ -87,10 +89,10 @@
 // last 4096 pod events and answer 410 Gone beyond; Nodes, Leases and
 // Events have no watch; Events count an event repeated as client-go's
 // recorder does, without its spam filter (a burst of 25 per object, then
-// one per 5 minutes) and its merging of similar messages, and hold only
-// the events nodekit records: none of the kubelet's runtime manager
-// (Pulling, Pulled, Failed, BackOff, Created, Started, Killing on
-// deletion); pods are on runtime/fake's in-memory network, which the
+// one per 5 minutes) and its merging of similar messages, and hold the
+// events nodekit records, the node runtimes' among them (the kubelet's
+// runtime manager's: Pulling, Pulled, Failed, BackOff, Created, Started,
+// Killing, hook failures, SandboxChanged); pods are on runtime/fake's in-memory network, which the
 // agents' httpGet, tcpSocket and grpc probes reach (fake.Runtime.DialPod):
 // a pod answers as a healthy server (200, SERVING, a connection) once its
 // container runs and its ReadyAfterAnnotation has passed, and refuses

@@ -23,7 +23,10 @@ func Example() {
 	if _, err := cl.AddNode("node-a"); err != nil {
 		panic(err)
 	}
-	for name, script := range map[string]string{"web": "", "crash": "10s:1"} {
+	// In a fixed order: the store draws UIDs from the seed in creation
+	// order, and the kubelet's BackOff message names the pod's UID.
+	for _, p := range []struct{ name, script string }{{"web", ""}, {"crash", "10s:1"}} {
+		name, script := p.name, p.script
 		pod := &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "app:1"}}},
@@ -52,12 +55,17 @@ func Example() {
 	// Output:
 	// crash node-a Running restarts: 16
 	// web node-a Running restarts: 0
+	// 00:00:10 Pod default/crash event Normal Created (node-a, spec.containers{app}): Created container: app
+	// 00:00:10 Pod default/crash event Normal Pulled (node-a, spec.containers{app}): Container image "app:1" already present on machine
+	// 00:00:10 Pod default/crash event Normal Started (node-a, spec.containers{app}): Started container app
 	// 00:00:10 Pod default/crash ready False
 	// 00:00:10 Pod default/crash app terminated Error (1)
 	// 00:00:11 Pod default/crash ready True
 	// 00:00:11 Pod default/crash app restarts 1
 	// 00:00:11 Pod default/crash app running
+	// 00:00:20 Pod default/crash event Warning BackOff (node-a, spec.containers{app}): Back-off restarting failed container app in pod crash_default(210e57fb-5a03-4473-af2c-5b2805e780ec)
 	// 00:00:20 Pod default/crash ready False
 	// 00:00:20 Pod default/crash app terminated Error (1)
+	// 00:00:22 Pod default/crash event Warning BackOff (node-a, spec.containers{app}): Back-off restarting failed container app in pod crash_default(210e57fb-5a03-4473-af2c-5b2805e780ec)
 	// 00:00:22 Pod default/crash app waiting CrashLoopBackOff
 }

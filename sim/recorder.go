@@ -35,6 +35,30 @@ func (r *recorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt stri
 	r.c.recordEvent(ref, eventtype, reason, fmt.Sprintf(messageFmt, args...), r.source)
 }
 
+// runtimeEvents takes a node runtime's events (the kubelet's
+// runtime-manager events) to the node's current agent's recorder, as the
+// kubelet's runtime manager records on the kubelet's, and to next (a
+// fake.Config.Recorder of the test's), if set.
+type runtimeEvents struct {
+	n    *Node
+	next interface {
+		Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any)
+	}
+}
+
+// Eventf records an event about obj.
+func (r *runtimeEvents) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	if r.next != nil {
+		r.next.Eventf(obj, eventtype, reason, messageFmt, args...)
+	}
+	r.n.mu.Lock()
+	rec := r.n.rec
+	r.n.mu.Unlock()
+	if rec != nil {
+		rec.Eventf(obj, eventtype, reason, messageFmt, args...)
+	}
+}
+
 // refOf is a reference to obj, as client-go's reference.GetReference for
 // the objects nodekit records events about: pods, Nodes and references
 // (a container's).

@@ -49,7 +49,7 @@ type Store struct {
 
 	mu       sync.Mutex
 	rv       uint64
-	rng      *rand.Rand // UIDs
+	rng      *rand.Rand // pods' UIDs and generated names
 	pods     map[key]*v1.Pod
 	nodes    map[string]*v1.Node
 	leases   map[key]*coordinationv1.Lease
@@ -74,6 +74,10 @@ type Store struct {
 	events    map[key]*v1.Event
 	eventKeys map[string]key
 	eventRng  *rand.Rand
+	// nodeRng draws the UIDs of Nodes and Leases, which agents create
+	// concurrently with a test's pods: a pod's UID depends on the pods
+	// created before it only, and the kubelet's messages show it.
+	nodeRng *rand.Rand
 }
 
 func newStore(clk clock.PassiveClock, seed uint64) *Store {
@@ -86,6 +90,7 @@ func newStore(clk clock.PassiveClock, seed uint64) *Store {
 		events:       map[key]*v1.Event{},
 		eventKeys:    map[string]key{},
 		eventRng:     rand.New(rand.NewPCG(seed^0x9e3779b97f4a7c15, seed)),
+		nodeRng:      rand.New(rand.NewPCG(seed^0x2545f4914f6cdd1d, seed)),
 		watchers:     map[*podWatch]struct{}{},
 		nodeWatchers: map[string]map[*podWatch]struct{}{},
 	}
@@ -528,7 +533,7 @@ func (s *Store) createNode(node *v1.Node) (*v1.Node, error) {
 		return nil, apierrors.NewAlreadyExists(nodesResource, node.Name)
 	}
 	n := node.DeepCopy()
-	s.meta(&n.ObjectMeta)
+	s.metaFrom(s.nodeRng, &n.ObjectMeta)
 	s.nodes[n.Name] = n
 	if s.onNode != nil {
 		s.onNode(nil, n)
@@ -597,7 +602,7 @@ func (s *Store) createLease(ns string, lease *coordinationv1.Lease) (*coordinati
 	}
 	l := lease.DeepCopy()
 	l.Namespace = ns
-	s.meta(&l.ObjectMeta)
+	s.metaFrom(s.nodeRng, &l.ObjectMeta)
 	s.leases[k] = l
 	return l.DeepCopy(), nil
 }

@@ -316,7 +316,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 // newRuntime returns the runtime o asks for and a function that releases it.
 func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, reg prometheus.Registerer, rec record.EventRecorder, alloc func() v1.ResourceList, log logr.Logger) (runtime.Runtime, func(), error) {
 	if o.cri.Endpoint == "" {
-		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1)})
+		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1), Recorder: rec})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -272,11 +272,13 @@ func restartCountFromLogs(dir string) int {
 	return next
 }
 
-// startContainer pulls, creates and starts one container. The error wraps
-// the step sentinel; msg is the message for the container's status.
+// startContainer pulls, creates and starts one container, then runs its
+// postStart hook, recording the kubelet's events on the way. The error
+// wraps the step sentinel; msg is the message for the container's status.
 func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, pod *v1.Pod, c *v1.Container, ctype string, st *runtime.PodStatus, ips *sandboxIPs, pullSecrets []v1.Secret) (msg string, err error) {
-	ref, msg, err := m.images.ensure(ctx, pod, c, sandbox, pullSecrets)
+	ref, msg, err := m.images.ensure(ctx, pod, c, sandbox, pullSecrets, m.recordContainer)
 	if err != nil {
+		m.recordContainer(pod, c.Name, "", v1.EventTypeWarning, runtime.EventFailed, "Error: %s", runtime.Reason(err))
 		return msg, err
 	}
 	restartCount := 0
@@ -285,26 +287,54 @@ func (m *Manager) startContainer(ctx context.Context, sandboxID string, sandbox 
 	} else {
 		restartCount = restartCountFromLogs(filepath.Join(sandbox.LogDirectory, c.Name))
 	}
+	failed := func(id, event, msg string, err error) (string, error) {
+		m.recordContainer(pod, c.Name, id, v1.EventTypeWarning, runtime.EventFailed, "Error: %s", event)
+		return msg, err
+	}
 	cfg, prep, err := m.containerConfig(ctx, pod, c, ctype, restartCount, ref, ips.forContainer(ctx, pod, c))
 	if err != nil {
-		return err.Error(), err
+		return failed("", configMessage(err), err.Error(), err)
 	}
 	if err := prep.create(); err != nil {
 		err = errConfig("container %q: preparing its volumes: %v", c.Name, err)
-		return err.Error(), err
+		return failed("", configMessage(err), err.Error(), err)
 	}
 	cctx, cancel := m.callCtx(ctx, 0)
 	defer cancel()
 	created, err := m.rt.CreateContainer(cctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandbox})
 	if err != nil {
 		msg = wrapErr("CreateContainer", err).Error()
-		return msg, fmt.Errorf("%w: %s", runtime.ErrCreateContainer, msg)
+		return failed("", msg, msg, fmt.Errorf("%w: %s", runtime.ErrCreateContainer, msg))
 	}
-	if _, err := m.rt.StartContainer(cctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+	id := created.ContainerId
+	m.recordContainer(pod, c.Name, id, v1.EventTypeNormal, runtime.EventCreated, "Created container: %s", c.Name)
+	if _, err := m.rt.StartContainer(cctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
 		msg = wrapErr("StartContainer", err).Error()
-		return msg, fmt.Errorf("%w: %s", runtime.ErrRunContainer, msg)
+		return failed(id, msg, msg, fmt.Errorf("%w: %s", runtime.ErrRunContainer, msg))
 	}
-	return "", nil
+	m.recordContainer(pod, c.Name, id, v1.EventTypeNormal, runtime.EventStarted, "Started container %s", c.Name)
+	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
+		return "", nil
+	}
+	cid := m.id(id)
+	msg, err = m.hooks.Run(ctx, cid, pod, c, c.Lifecycle.PostStart)
+	if err == nil {
+		return "", nil
+	}
+	m.log.Info("PostStart hook failed", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
+	// As the kubelet: the event leaves out the message, which may hold
+	// secrets; the container is killed and the start is an error.
+	m.recordContainer(pod, c.Name, id, v1.EventTypeWarning, runtime.EventFailedPostStartHook, "PostStartHook failed")
+	if kerr := m.killContainer(ctx, pod, cid, c.Name, "FailedPostStartHook", nil, nil); kerr != nil {
+		m.log.Error(kerr, "Cannot kill container after its postStart hook failed", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name)
+	}
+	return msg, fmt.Errorf("%w: %s", runtime.ErrPostStartHook, msg)
+}
+
+// configMessage is a CreateContainerConfigError's message without its
+// reason, as the kubelet's event shows it.
+func configMessage(err error) string {
+	return strings.TrimPrefix(err.Error(), runtime.ErrCreateContainerConfig.Error()+": ")
 }
 
 // stopContainer stops one container, giving it grace seconds after TERM.

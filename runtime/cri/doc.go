@@ -16,7 +16,7 @@
 //   - WatchContainerEvents over GetContainerEvents (runtime.ErrNotSupported
 //     on containerd 1.6, so an evented PLEG falls back to relisting);
 //   - KillPod (containers stopped in parallel with the effective grace
-//     period, then the sandboxes), RemovePod, and GarbageCollect (dead
+//     period, sidecars last, then the sandboxes), RemovePod, and GarbageCollect (dead
 //     containers beyond policy, empty old sandboxes, killed pods);
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
 //     pulls, pull back-off, credentials from image pull secrets;
@@ -60,7 +60,31 @@
 // CreateContainerConfigError with the kubelet's message and the container
 // starts at a later sync once it resolves.
 //
-// Not (yet) covered: lifecycle hooks, probes, QoS OOM scores, removal of
+// Lifecycle hooks run as the kubelet's (runtime/lifecycle): postStart after
+// StartContainer, a failure killing the container (Killing
+// "FailedPostStartHook") and failing the start with PostStartHookError;
+// preStop before StopContainer, its time taken out of the grace period
+// (at least 2s left); exec hooks over ExecSync with no timeout, httpGet
+// hooks from this process to the pod IP. An orphan's preStop hook and grace
+// periods come from its container's annotations.
+//
+// With Config.Recorder the manager records the kubelet's runtime-manager
+// events with its reasons and messages on the container's reference
+// (spec.containers{c}, spec.initContainers{c}): Pulling, Pulled (with the
+// pull's duration and image size, or "already present on machine"),
+// Failed ("Failed to pull image ...", "Error: ErrImagePull", "Error:
+// ImagePullBackOff", "Error: <message>"), BackOff (pull and crash-loop
+// back-off), Created, Started, Killing ("Stopping container c" or the
+// caller's runtime.WithKillMessage), FailedPostStartHook,
+// FailedPreStopHook, and on the pod SandboxChanged and
+// FailedCreatePodSandBox.
+//
+// KillPod stops a pod's sidecars after the containers they serve, as the
+// kubelet (lifecycle.Ordering): every preStop hook starts at once, then a
+// sidecar waits for the regular containers and the sidecars declared after
+// it, out of its grace period.
+//
+// Not (yet) covered: probes (package prober), QoS OOM scores, removal of
 // single containers' log files.
 //
 // Usage: ExampleNew runs a pod over the in-process fake CRI server

@@ -25,6 +25,9 @@ type puller struct {
 	limit   *tokenBucket // nil: no limit
 	slots   chan struct{}
 	timeout time.Duration
+	// sizes: look up a pulled image's size for the Pulled event, only
+	// when events are recorded.
+	sizes bool
 
 	// failedAt is the time of each key's last failed pull: the back-off
 	// runs from there, as the kubelet's IsInBackOffSinceUpdate.
@@ -39,6 +42,7 @@ func newPuller(c Config, img runtimeapi.ImageServiceClient) *puller {
 		backoff:  c.ImagePullBackoff,
 		slots:    make(chan struct{}, c.MaxParallelImagePulls),
 		timeout:  c.CallTimeout,
+		sizes:    c.Recorder != nil,
 		failedAt: map[string]time.Time{},
 	}
 	if c.RegistryPullQPS > 0 {
@@ -47,13 +51,19 @@ func newPuller(c Config, img runtimeapi.ImageServiceClient) *puller {
 	return p
 }
 
-// ensure returns the image reference to create c from. Its error wraps
-// ErrInvalidImageName, ErrImageInspect, ErrImageNeverPull, ErrImagePull or
-// ErrImagePullBackOff; msg is the message for the container's status.
-func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig, pullSecrets []v1.Secret) (ref, msg string, err error) {
+// eventFunc records an event about container name of pod (see
+// Manager.recordContainer).
+type eventFunc func(pod *v1.Pod, name, id, eventType, reason, msgFmt string, args ...any)
+
+// ensure returns the image reference to create c from, recording the
+// kubelet's image events with ev. Its error wraps ErrInvalidImageName,
+// ErrImageInspect, ErrImageNeverPull, ErrImagePull or ErrImagePullBackOff;
+// msg is the message for the container's status.
+func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig, pullSecrets []v1.Secret, ev eventFunc) (ref, msg string, err error) {
 	image := strings.TrimSpace(c.Image)
 	if image == "" || strings.ContainsAny(image, " \t\n") {
 		msg = fmt.Sprintf("Failed to apply default image tag %q: invalid reference format", c.Image)
+		ev(pod, c.Name, "", v1.EventTypeWarning, runtime.EventInspectFailed, "%s", msg)
 		return "", msg, fmt.Errorf("%w: %s", runtime.ErrInvalidImageName, msg)
 	}
 	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image, Annotations: sandbox.GetAnnotations()}
@@ -64,13 +74,16 @@ func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandb
 		cancel()
 		if err != nil {
 			msg = fmt.Sprintf("Failed to inspect image %q: %v", image, err)
+			ev(pod, c.Name, "", v1.EventTypeWarning, runtime.EventInspectFailed, "%s", msg)
 			return "", msg, fmt.Errorf("%w: %s", runtime.ErrImageInspect, msg)
 		}
 		if img := resp.GetImage(); img != nil {
+			ev(pod, c.Name, "", v1.EventTypeNormal, runtime.EventPulled, "Container image %q already present on machine", c.Image)
 			return img.Id, "", nil
 		}
 		if policy == v1.PullNever {
 			msg = fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
+			ev(pod, c.Name, "", v1.EventTypeWarning, runtime.EventErrImageNeverPull, "%s", msg)
 			return "", msg, fmt.Errorf("%w: %s", runtime.ErrImageNeverPull, msg)
 		}
 	}
@@ -80,9 +93,12 @@ func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandb
 	p.mu.Unlock()
 	if failed && p.backoff.IsInBackOffSince(key, last) {
 		msg = fmt.Sprintf("Back-off pulling image %q", image)
+		ev(pod, c.Name, "", v1.EventTypeNormal, runtime.EventBackOff, "%s", msg)
 		return "", msg, fmt.Errorf("%w: %s", runtime.ErrImagePullBackOff, msg)
 	}
-	ref, err = p.pull(ctx, spec, sandbox, credentials(image, pullSecrets))
+	ev(pod, c.Name, "", v1.EventTypeNormal, runtime.EventPulling, "Pulling image %q", c.Image)
+	start := p.clock.Now()
+	ref, took, err := p.pull(ctx, spec, sandbox, credentials(image, pullSecrets))
 	if err != nil {
 		now := p.clock.Now()
 		p.backoff.Next(key, now)
@@ -90,8 +106,12 @@ func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandb
 		p.failedAt[key] = now
 		p.mu.Unlock()
 		msg = fmt.Sprintf("Failed to pull image %q: %v", image, err)
+		ev(pod, c.Name, "", v1.EventTypeWarning, runtime.EventFailed, "%s", msg)
 		return "", msg, fmt.Errorf("%w: %s", runtime.ErrImagePull, msg)
 	}
+	total := p.clock.Since(start)
+	ev(pod, c.Name, "", v1.EventTypeNormal, runtime.EventPulled, "Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
+		c.Image, took.Truncate(time.Millisecond), total.Truncate(time.Millisecond), p.size(ctx, spec))
 	if failed {
 		p.backoff.Reset(key)
 		p.mu.Lock()
@@ -101,18 +121,35 @@ func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandb
 	return ref, "", nil
 }
 
+// size is the image's size, 0 if the runtime does not tell or no event
+// needs it.
+func (p *puller) size(ctx context.Context, spec *runtimeapi.ImageSpec) uint64 {
+	if !p.sizes {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	resp, err := p.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
+	if err != nil {
+		return 0
+	}
+	return resp.GetImage().GetSize()
+}
+
 // pull pulls with each matching credential in turn until one works, or
-// anonymously when none matches.
-func (p *puller) pull(ctx context.Context, spec *runtimeapi.ImageSpec, sandbox *runtimeapi.PodSandboxConfig, auths []*runtimeapi.AuthConfig) (string, error) {
+// anonymously when none matches; took is how long the runtime pulled,
+// without waiting for a turn.
+func (p *puller) pull(ctx context.Context, spec *runtimeapi.ImageSpec, sandbox *runtimeapi.PodSandboxConfig, auths []*runtimeapi.AuthConfig) (ref string, took time.Duration, err error) {
 	if p.limit != nil && !p.limit.tryTake() {
-		return "", fmt.Errorf("pull QPS exceeded")
+		return "", 0, fmt.Errorf("pull QPS exceeded")
 	}
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return "", 0, ctx.Err()
 	}
 	defer func() { <-p.slots }()
+	start := p.clock.Now()
 	if len(auths) == 0 {
 		auths = []*runtimeapi.AuthConfig{nil}
 	}
@@ -120,11 +157,11 @@ func (p *puller) pull(ctx context.Context, spec *runtimeapi.ImageSpec, sandbox *
 	for _, auth := range auths {
 		resp, err := p.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: auth, SandboxConfig: sandbox})
 		if err == nil {
-			return resp.ImageRef, nil
+			return resp.ImageRef, p.clock.Since(start), nil
 		}
 		errs = append(errs, err)
 	}
-	return "", errors.Join(errs...)
+	return "", p.clock.Since(start), errors.Join(errs...)
 }
 
 // tokenBucket is a token bucket of burst tokens refilled at qps per second.
@@ -162,7 +199,7 @@ func (b *tokenBucket) tryTake() bool {
 // PullImage pulls image (subject to the pull QPS and parallelism limits)
 // with the matching credentials of pullSecrets and returns its reference.
 func (m *Manager) PullImage(ctx context.Context, image string, pullSecrets []v1.Secret) (string, error) {
-	ref, err := m.images.pull(ctx, &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image}, nil, credentials(image, pullSecrets))
+	ref, _, err := m.images.pull(ctx, &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image}, nil, credentials(image, pullSecrets))
 	if err != nil {
 		return "", fmt.Errorf("cri PullImage %q: %w: %w", image, runtime.ErrImagePull, err)
 	}

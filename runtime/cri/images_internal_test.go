@@ -54,7 +54,7 @@ func TestPullParallelism(t *testing.T) {
 			var wg sync.WaitGroup
 			for range n {
 				wg.Go(func() {
-					_, err := p.pull(context.Background(), &runtimeapi.ImageSpec{Image: "x"}, nil, nil)
+					_, _, err := p.pull(context.Background(), &runtimeapi.ImageSpec{Image: "x"}, nil, nil)
 					assert.NoError(t, err) // not require: FailNow must not run off the test goroutine
 				})
 			}

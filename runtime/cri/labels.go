@@ -103,6 +103,8 @@ type containerInfo struct {
 	terminationGrace      *int64
 	terminationMsgPath    string
 	terminationMsgPolicy  v1.TerminationMessagePolicy
+	preStop               *v1.LifecycleHandler
+	ports                 []v1.ContainerPort
 }
 
 func readContainerInfo(labels, annotations map[string]string) containerInfo {
@@ -120,6 +122,15 @@ func readContainerInfo(labels, annotations map[string]string) containerInfo {
 	ci.terminationGrace = int64Annotation(annotations, AnnotationPodTerminationGrace)
 	ci.terminationMsgPath = annotations[AnnotationTerminationMessagePath]
 	ci.terminationMsgPolicy = v1.TerminationMessagePolicy(annotations[AnnotationTerminationMessagePolicy])
+	if s := annotations[AnnotationPreStopHandler]; s != "" {
+		h := &v1.LifecycleHandler{}
+		if json.Unmarshal([]byte(s), h) == nil {
+			ci.preStop = h
+		}
+	}
+	if s := annotations[AnnotationContainerPorts]; s != "" {
+		_ = json.Unmarshal([]byte(s), &ci.ports)
+	}
 	return ci
 }
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/lifecycle"
 	"github.com/nodekit/nodekit/volume"
 )
 
@@ -101,6 +102,11 @@ type Config struct {
 	// KillPod. Default: none, the runtime's default parent. SetPodCgroups
 	// sets it after New.
 	PodCgroups PodCgroups
+	// Recorder receives the kubelet's runtime-manager events about pods
+	// and their containers: Pulling, Pulled, Failed, BackOff, Created,
+	// Started, Killing, FailedPostStartHook, FailedPreStopHook,
+	// SandboxChanged, FailedCreatePodSandBox. Default: none are recorded.
+	Recorder runtime.EventRecorder
 	// DialOptions are added to the manager's own when dialing, for example
 	// a unary interceptor for metrics or tracing.
 	DialOptions []grpc.DialOption
@@ -122,6 +128,7 @@ type Manager struct {
 	name    string
 	version string
 	images  *puller
+	hooks   *lifecycle.Runner
 
 	// killed holds the pods KillPod stopped since their last SyncPod, which
 	// GarbageCollect may remove.
@@ -142,6 +149,7 @@ type Manager struct {
 var (
 	_ runtime.Runtime      = (*Manager)(nil)
 	_ runtime.ImageService = (*Manager)(nil)
+	_ runtime.EventSource  = (*Manager)(nil)
 )
 
 // New connects to the runtime at c.Endpoint and checks that it answers the
@@ -207,6 +215,7 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 		m.name = "cri"
 	}
 	m.images = newPuller(c, m.img)
+	m.hooks = lifecycle.New(lifecycle.Config{Exec: m, PodIP: m.podIP, Clock: c.Clock, Recorder: c.Recorder, Log: c.Log.WithName("hooks")})
 	m.log.V(1).Info("connected to CRI runtime", "endpoint", c.Endpoint, "runtime", m.name, "version", m.version)
 	return m, nil
 }

@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/lifecycle"
 )
 
 func containerState(s runtimeapi.ContainerState) runtime.ContainerState {
@@ -339,10 +340,17 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, runningPod runtime.P
 	var res runtime.PodSyncResult
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	msg := runtime.KillMessage(ctx)
+	names := make([]string, len(runningPod.Containers))
+	for i, c := range runningPod.Containers {
+		names[i] = c.Name
+	}
+	// Sidecars stop after the containers they serve, as the kubelet's.
+	order := lifecycle.NewOrdering(pod, names, m.clock)
 	for _, c := range runningPod.Containers {
 		step := res.NewStep(runtime.KillContainer, c.Name)
 		wg.Go(func() {
-			if err := m.killContainer(ctx, pod, c.ID, override); err != nil {
+			if err := m.killContainer(ctx, pod, c.ID, c.Name, msg, override, order); err != nil {
 				mu.Lock()
 				step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillContainer, err), err.Error())
 				mu.Unlock()
@@ -362,31 +370,84 @@ func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, runningPod runtime.P
 	return res
 }
 
-func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id runtime.ContainerID, override *int64) error {
-	if pod == nil && override == nil {
-		pod = m.podFromAnnotations(ctx, id)
+// killContainer stops one container as the kubelet's killContainer: a
+// Killing event (message, default "Stopping container <name>"), its
+// preStop hook within the grace period, its turn after the containers it
+// serves (order, nil for none), then StopContainer with what is left of
+// the grace period. For an orphan (pod nil) the grace period and the
+// preStop hook come from the container's annotations, and no event is
+// recorded.
+func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id runtime.ContainerID, name, message string, override *int64, order *lifecycle.Ordering) error {
+	var spec *v1.Container
+	hookPod := pod
+	if pod != nil {
+		spec = podContainer(pod, name)
+	} else {
+		hookPod, spec = m.specFromAnnotations(ctx, id)
 	}
-	return m.stopContainer(ctx, id.ID, runtime.EffectiveGracePeriod(pod, override))
+	grace := runtime.EffectiveGracePeriod(hookPod, override)
+	if message == "" {
+		message = "Stopping container " + name
+	}
+	m.recordContainer(pod, name, id.ID, v1.EventTypeNormal, runtime.EventKilling, "%s", message)
+	if spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+		left, failed, msg := m.hooks.PreStop(ctx, id, hookPod, spec, grace)
+		if failed {
+			m.log.Info("PreStop hook failed", "pod", hookPod.Namespace+"/"+hookPod.Name, "container", name, "message", msg)
+			// As the kubelet: not the message, which may hold secrets.
+			m.recordContainer(pod, name, id.ID, v1.EventTypeWarning, runtime.EventFailedPreStopHook, "PreStopHook failed")
+		}
+		grace = left
+	}
+	if waited := order.WaitForTurn(ctx, name, grace); waited > 0 {
+		grace = max(grace-int64(waited/time.Second), lifecycle.MinGracePeriod)
+	}
+	if err := m.stopContainer(ctx, id.ID, grace); err != nil {
+		return err
+	}
+	order.Terminated(name)
+	return nil
 }
 
-// podFromAnnotations restores the grace periods of an orphan's container
-// from its annotations, or returns nil.
-func (m *Manager) podFromAnnotations(ctx context.Context, id runtime.ContainerID) *v1.Pod {
+// podContainer is the spec of pod's container (of any kind) named name.
+func podContainer(pod *v1.Pod, name string) *v1.Container {
+	var found *v1.Container
+	forEachContainer(pod, func(c *v1.Container, _ string) bool {
+		if c.Name == name {
+			found = c
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// specFromAnnotations restores what killing an orphan's container needs
+// from its labels and annotations, as the kubelet's
+// restoreSpecsFromContainerLabels: the pod's grace periods and identity,
+// the container's name, ports and preStop hook. Both are nil when the
+// runtime does not answer.
+func (m *Manager) specFromAnnotations(ctx context.Context, id runtime.ContainerID) (*v1.Pod, *v1.Container) {
 	cctx, cancel := m.callCtx(ctx, 0)
 	defer cancel()
 	resp, err := m.rt.ContainerStatus(cctx, &runtimeapi.ContainerStatusRequest{ContainerId: id.ID})
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	ci := readContainerInfo(resp.GetStatus().GetLabels(), resp.GetStatus().GetAnnotations())
 	pod := &v1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = ci.podName, ci.podNamespace, ci.podUID
 	pod.Spec.TerminationGracePeriodSeconds = ci.terminationGrace
 	if ci.deletionGrace != nil {
 		pod.DeletionGracePeriodSeconds = ci.deletionGrace
 		now := metaNow(m)
 		pod.DeletionTimestamp = &now
 	}
-	return pod
+	c := &v1.Container{Name: ci.name, Ports: ci.ports}
+	if ci.preStop != nil {
+		c.Lifecycle = &v1.Lifecycle{PreStop: ci.preStop}
+	}
+	return pod, c
 }
 
 // RemovePod removes every container and sandbox of the pod with uid, which

@@ -44,6 +44,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	m.setUpVolumes(ctx, pod, &actions, &res)
 	if actions.CreateSandbox {
 		m.forgetKilled(pod.UID) // the pod lives again
+		if actions.SandboxID != "" {
+			m.podEvent(pod, v1.EventTypeNormal, runtime.EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+		}
 	}
 	m.execute(ctx, pod, status, pullSecrets, backoff, actions, &res)
 	return res
@@ -63,7 +66,7 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		for id, k := range p.ContainersToKill {
 			step := res.NewStep(runtime.KillContainer, k.Name)
 			m.log.V(1).Info("killing container", "pod", pod.Namespace+"/"+pod.Name, "container", k.Name, "reason", k.Reason)
-			if err := m.killContainer(ctx, pod, id, nil); err != nil {
+			if err := m.killContainer(ctx, pod, id, k.Name, k.Message, nil, nil); err != nil {
 				step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillContainer, err), err.Error())
 				return
 			}
@@ -93,6 +96,7 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		id, err := m.createSandbox(ctx, sandbox)
 		if err != nil {
 			step.Fail(fmt.Errorf("%w: %w", runtime.ErrCreatePodSandbox, err), fmt.Sprintf("Failed to create pod sandbox: %v", err))
+			m.podEvent(pod, v1.EventTypeWarning, runtime.EventFailedCreateSandbox, "Failed to create pod sandbox: %v", err)
 			return
 		}
 		sandboxID = id
@@ -105,6 +109,8 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		step := res.NewStep(action, c.Name)
 		if msg, err := runtime.CrashLoopBackOff(backoff, pod, c, status); err != nil {
 			step.Fail(err, msg)
+			m.recordContainer(pod, c.Name, "", v1.EventTypeWarning, runtime.EventBackOff,
+				"Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID)
 			return err
 		}
 		if msg, err := m.startContainer(ctx, sandboxID, sandbox, pod, c, ctype, status, ips, pullSecrets); err != nil {

@@ -1,5 +1,6 @@
 // Package fake is an in-memory runtime.Runtime (with
-// runtime.GarbageCollector, runtime.ImageService and runtime.ContainerEventer)
+// runtime.GarbageCollector, runtime.ImageService, runtime.ContainerEventer
+// and runtime.EventSource)
 // for tests of everything above the runtime: the PLEG relists it, pod workers
 // and the agent sync pods on it, and users test their own assemblies with it.
 //
@@ -44,7 +45,22 @@
 //     status can start a second instance of a container. A nil status means
 //     the fake's current one.
 //   - A container stops on TERM at once (exit code Behavior.TermExitCode,
-//     default 0) unless it ignores TERM; there are no preStop hooks.
+//     default 0) unless it ignores TERM. KillPod sends TERM to regular
+//     containers, then to sidecars in reverse order, without waiting for
+//     regular containers that ignore it (runtime/cri and the kubelet
+//     make a sidecar wait until they stopped).
+//   - Lifecycle hooks run as runtime/cri runs them (runtime/lifecycle):
+//     exec hooks through ExecSync (so SetExecResult programs them), httpGet
+//     hooks over the in-memory network (an https hook gets a plain HTTP
+//     answer and falls back to http with a LifecycleHTTPFallback warning),
+//     sleep hooks on the clock; a preStop hook's time is taken out of the
+//     grace period. Hooks lists what ran.
+//   - With Config.Recorder the runtime records the kubelet's
+//     runtime-manager events as runtime/cri does; a pull takes no time
+//     (SetLatency("PullImage") aside), so Pulled says "in 0s". An image
+//     pulled at this instant of the clock counts as not present yet for
+//     other pods, so syncs at the same instant all pull it whichever runs
+//     first, and report the same events.
 //   - Stopping a sandbox kills what still runs in it with exit code 137.
 //   - GetPods orders pods newest first by when the fake first saw them, not
 //     by sandbox creation time.

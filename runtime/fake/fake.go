@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/lifecycle"
 )
 
 // ErrInjected is wrapped by every error the fault injection produces, so a
@@ -56,6 +57,11 @@ type Config struct {
 	// SetContainerBehavior and SetImageBehavior. It is called with the
 	// runtime's lock held and must not call the runtime.
 	PodBehavior func(pod *v1.Pod, c *v1.Container) (Behavior, bool)
+	// Recorder receives the kubelet's runtime-manager events about pods
+	// and their containers (Pulling, Pulled, Failed, BackOff, Created,
+	// Started, Killing, hook failures, SandboxChanged,
+	// FailedCreatePodSandBox), as runtime/cri records them. Default: none.
+	Recorder runtime.EventRecorder
 }
 
 // Behavior programs how containers behave. It applies to every container
@@ -208,7 +214,8 @@ type Runtime struct {
 	byImage    map[string]Behavior
 	byName     map[string]Behavior
 	images     map[string]string // reference -> image ID
-	pinned     map[string]bool   // reference -> pinned
+	pulledAt   map[string]time.Time
+	pinned     map[string]bool // reference -> pinned
 	imageFsCap uint64
 	pods       map[types.UID]*podState
 	order      []*podState // creation order, for GetPods
@@ -217,6 +224,9 @@ type Runtime struct {
 	watchers   []*watcher
 	execs      map[execKey]ExecResult
 	podBehav   func(*v1.Pod, *v1.Container) (Behavior, bool)
+	rec        runtime.EventRecorder
+	hooks      *lifecycle.Runner
+	hookRuns   []HookRun
 	// execPods finds the pod of a container ExecSync was asked about.
 	execPods map[runtime.ContainerID]*podState
 }
@@ -225,6 +235,7 @@ var (
 	_ runtime.Runtime          = (*Runtime)(nil)
 	_ runtime.GarbageCollector = (*Runtime)(nil)
 	_ runtime.ImageService     = (*Runtime)(nil)
+	_ runtime.EventSource      = (*Runtime)(nil)
 )
 
 // New returns an empty runtime whose RuntimeReady and NetworkReady
@@ -271,13 +282,16 @@ func New(c Config) (*Runtime, error) {
 		byImage:     map[string]Behavior{},
 		byName:      map[string]Behavior{},
 		images:      map[string]string{},
+		pulledAt:    map[string]time.Time{},
 		pods:        map[types.UID]*podState{},
 		podBehav:    c.PodBehavior,
+		rec:         c.Recorder,
 		status: runtime.RuntimeStatus{Conditions: []runtime.RuntimeCondition{
 			{Type: runtime.RuntimeReady, Status: true},
 			{Type: runtime.NetworkReady, Status: true},
 		}},
 	}
+	r.hooks = lifecycle.New(lifecycle.Config{Exec: r, Dial: r.DialPod, PodIP: r.podIP, Clock: c.Clock, Recorder: c.Recorder, Log: c.Log.WithName("hooks")})
 	for name, p := range c.FailureRates {
 		if err := r.SetFailureRate(name, p); err != nil {
 			return nil, err

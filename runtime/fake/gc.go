@@ -167,6 +167,7 @@ func (r *Runtime) RemoveImage(ctx context.Context, image string) error {
 	for ref, id := range r.images {
 		if ref == image || id == image {
 			delete(r.images, ref)
+			delete(r.pulledAt, ref)
 			found = true
 		}
 	}

@@ -94,9 +94,17 @@ func (r *Runtime) listens(ip string, port int32) bool {
 
 // serveProbe answers one probe's connection: a TCP probe closes it at once;
 // an HTTP/1 request gets 200 OK; the HTTP/2 preface starts a gRPC health
-// server.
+// server; a TLS handshake is answered in plain HTTP, as a server without
+// TLS does (an https hook then falls back to http, as the kubelet's).
 func serveProbe(conn net.Conn) {
 	br := bufio.NewReader(conn)
+	if first, err := br.Peek(1); err == nil && first[0] == tlsHandshake {
+		// Drain the hello meanwhile: a pipe's writer waits for its reader.
+		go func() { _, _ = io.Copy(io.Discard, br) }()
+		_, _ = io.WriteString(conn, okResponse)
+		_ = conn.Close()
+		return
+	}
 	head, err := br.Peek(len(http2Preface))
 	if err != nil {
 		_ = conn.Close()
@@ -113,10 +121,15 @@ func serveProbe(conn net.Conn) {
 	}
 	_, _ = io.Copy(io.Discard, req.Body)
 	_ = req.Body.Close()
-	_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+	_, _ = io.WriteString(conn, okResponse)
 }
 
-const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+const (
+	http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+	okResponse   = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+	// tlsHandshake is the first byte of a TLS client hello's record.
+	tlsHandshake = 0x16
+)
 
 // bufferedConn reads what was peeked first.
 type bufferedConn struct {

@@ -78,6 +78,8 @@ type container struct {
 	readyAt time.Time
 	// ports are the TCP ports its spec declares.
 	ports []int32
+	// spec is what stopping it needs of its spec (see stopSpec).
+	spec *v1.Container
 }
 
 // tcpPorts are the TCP container ports c declares.

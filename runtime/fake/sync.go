@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,9 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	r.mu.Unlock()
 
 	actions := runtime.ComputePodActions(pod, status)
+	if actions.CreateSandbox && actions.SandboxID != "" {
+		r.podEvent(pod, v1.EventTypeNormal, runtime.EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+	}
 	r.log.V(4).Info("SyncPod", "pod", pod.Namespace+"/"+pod.Name, "killPod", actions.KillPod, "createSandbox", actions.CreateSandbox,
 		"init", actions.InitContainersToStart, "start", actions.ContainersToStart, "kill", len(actions.ContainersToKill))
 
@@ -90,7 +94,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 			if c == nil {
 				continue // gone already
 			}
-			if err := r.stopContainers(ctx, p, []*container{c}, grace)[0]; err != nil {
+			if err := r.stopContainers(ctx, pod, p, []*container{c}, []string{k.Message}, grace)[0]; err != nil {
 				step.Fail(fmt.Errorf("%w: %w", runtime.ErrKillContainer, err), k.Message)
 				return result
 			}
@@ -102,6 +106,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 		step := result.NewStep(runtime.CreatePodSandbox, string(pod.UID))
 		if err := r.enter(ctx, mCreatePodSandbox, pod.UID); err != nil {
 			step.Fail(fmt.Errorf("%w: %w", runtime.ErrCreatePodSandbox, err), "")
+			r.podEvent(pod, v1.EventTypeWarning, runtime.EventFailedCreateSandbox, "Failed to create pod sandbox: %v", err)
 			return result
 		}
 		sandboxID = r.createSandbox(p, pod, actions.Attempt)
@@ -137,34 +142,61 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 		step.Fail(err, msg)
 		return err
 	}
+	failed := func(err error, event, msg string) error {
+		r.containerEvent(pod, c.Name, v1.EventTypeWarning, runtime.EventFailed, "Error: %s", event)
+		return fail(err, msg)
+	}
 
 	// Crash-loop back-off, as the kubelet's doBackOff: from the newest exit.
 	if msg, err := runtime.CrashLoopBackOff(backoff, pod, c, status); err != nil {
+		r.containerEvent(pod, c.Name, v1.EventTypeWarning, runtime.EventBackOff,
+			"Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID)
 		return fail(err, msg)
 	}
 
 	imageID, msg, err := r.ensureImage(ctx, pod, c)
 	if err != nil {
-		return fail(err, msg)
+		return failed(err, runtime.Reason(err), msg)
 	}
 	if err := r.enter(ctx, mStartContainer, pod.UID); err != nil {
-		return fail(fmt.Errorf("%w: %w", runtime.ErrRunContainer, err), "")
+		return failed(fmt.Errorf("%w: %w", runtime.ErrRunContainer, err), err.Error(), "")
 	}
 
 	r.mu.Lock()
 	b := r.behavior(pod, c.Name, c.Image)
 	r.mu.Unlock()
 	if err := r.wait(ctx, b.StartLatency); err != nil {
-		return fail(fmt.Errorf("%w: %w", runtime.ErrCreateContainer, err), "")
+		return failed(fmt.Errorf("%w: %w", runtime.ErrCreateContainer, err), err.Error(), "")
 	}
 
+	ctr, msg, err := r.create(pod, p, c, kind, sandboxID, imageID, b)
+	if ctr != nil {
+		r.containerEvent(pod, c.Name, v1.EventTypeNormal, runtime.EventCreated, "Created container: %s", c.Name)
+	}
+	if err != nil {
+		return failed(err, msg, msg)
+	}
+	r.containerEvent(pod, c.Name, v1.EventTypeNormal, runtime.EventStarted, "Started container %s", c.Name)
+	r.log.V(3).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "id", ctr.id.String())
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		if msg, err := r.postStart(ctx, pod, p, c, ctr); err != nil {
+			return fail(err, msg)
+		}
+	}
+	return nil
+}
+
+// create adds the container instance and starts it, or fails as b says:
+// it returns the instance (nil if none was made), the step's message and
+// its error.
+func (r *Runtime) create(pod *v1.Pod, p *podState, c *v1.Container, kind containerKind, sandboxID, imageID string, b Behavior) (*container, string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s := p.sandbox(sandboxID); s == nil || s.state != runtime.SandboxStateReady {
-		return fail(runtime.ErrCreateContainer, fmt.Sprintf("sandbox %q of pod %s/%s is not ready", sandboxID, pod.Namespace, pod.Name))
+		return nil, fmt.Sprintf("sandbox %q of pod %s/%s is not ready", sandboxID, pod.Namespace, pod.Name), runtime.ErrCreateContainer
 	}
 	if b.StartError != nil && (errors.Is(b.StartError, runtime.ErrCreateContainer) || errors.Is(b.StartError, runtime.ErrCreateContainerConfig)) {
-		return fail(b.StartError, b.StartError.Error())
+		return nil, b.StartError.Error(), b.StartError
 	}
 
 	now := r.clock.Now()
@@ -183,6 +215,7 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 		termExitCode: b.TermExitCode,
 		readyAt:      now.Add(b.ReadyAfter),
 		ports:        tcpPorts(c),
+		spec:         stopSpec(c),
 	}
 	if prev := p.newest(c.Name); prev != nil {
 		ctr.restarts = prev.restarts + 1
@@ -199,7 +232,7 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 		if runtime.Reason(err) == "" {
 			err = fmt.Errorf("%w: %w", runtime.ErrRunContainer, err)
 		}
-		return fail(err, b.StartError.Error())
+		return ctr, b.StartError.Error(), err
 	}
 	r.emit(p, ctr, runtime.ContainerStartedEvent)
 	for _, l := range b.Logs {
@@ -210,8 +243,7 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 		r.settle(p, now)
 		r.scheduleExit(p, ctr, now)
 	}
-	r.log.V(3).Info("started container", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "id", ctr.id.String())
-	return nil
+	return ctr, "", nil
 }
 
 // ensureImage makes the container's image present as its pull policy asks,
@@ -219,30 +251,44 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 // and its message.
 func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (string, string, error) {
 	if c.Image == "" {
-		return "", fmt.Sprintf("container %s has no image", c.Name), runtime.ErrInvalidImageName
+		msg := fmt.Sprintf("container %s has no image", c.Name)
+		r.containerEvent(pod, c.Name, v1.EventTypeWarning, runtime.EventInspectFailed, "%s", msg)
+		return "", msg, runtime.ErrInvalidImageName
 	}
 	r.mu.Lock()
 	id, present := r.images[c.Image]
 	// An image this container cannot pull is not there for it, even if
 	// another pod's copy is (a per-pod PullError).
 	present = present && r.behavior(pod, c.Name, c.Image).PullError == ""
+	// An image pulled at this very instant is still being pulled for the
+	// others: syncs at the same instant all pull it, whichever runs first,
+	// so what they report does not hang on goroutine order.
+	present = present && r.clock.Now().After(r.pulledAt[c.Image])
 	r.mu.Unlock()
 	switch podutil.PullPolicy(c) {
 	case v1.PullNever:
 		if !present {
-			return "", fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image), runtime.ErrImageNeverPull
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			r.containerEvent(pod, c.Name, v1.EventTypeWarning, runtime.EventErrImageNeverPull, "%s", msg)
+			return "", msg, runtime.ErrImageNeverPull
 		}
+		r.containerEvent(pod, c.Name, v1.EventTypeNormal, runtime.EventPulled, "Container image %q already present on machine", c.Image)
 		return id, "", nil
 	case v1.PullIfNotPresent:
 		if present {
+			r.containerEvent(pod, c.Name, v1.EventTypeNormal, runtime.EventPulled, "Container image %q already present on machine", c.Image)
 			return id, "", nil
 		}
 	}
 
 	key := string(pod.UID) + "_" + c.Image
 	if r.pullBackoff.IsInBackOffSinceUpdate(key, r.clock.Now()) {
-		return "", fmt.Sprintf("Back-off pulling image %q", c.Image), runtime.ErrImagePullBackOff
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		r.containerEvent(pod, c.Name, v1.EventTypeNormal, runtime.EventBackOff, "%s", msg)
+		return "", msg, runtime.ErrImagePullBackOff
 	}
+	r.containerEvent(pod, c.Name, v1.EventTypeNormal, runtime.EventPulling, "Pulling image %q", c.Image)
+	start := r.clock.Now()
 	id, err := r.pull(ctx, c.Image, c.Name, pod)
 	if err != nil {
 		r.pullBackoff.Next(key, r.clock.Now())
@@ -250,8 +296,13 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container)
 		if errors.Is(err, ErrInjected) || ctx.Err() != nil {
 			stepErr = fmt.Errorf("%w: %w", runtime.ErrImagePull, err)
 		}
-		return "", fmt.Sprintf("failed to pull image %q: %v", c.Image, err), stepErr
+		msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, err)
+		r.containerEvent(pod, c.Name, v1.EventTypeWarning, runtime.EventFailed, "%s", msg)
+		return "", msg, stepErr
 	}
+	took := r.clock.Since(start).Truncate(time.Millisecond)
+	r.containerEvent(pod, c.Name, v1.EventTypeNormal, runtime.EventPulled,
+		"Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", c.Image, took, took, imageSize)
 	r.pullBackoff.GC()
 	return id, "", nil
 }
@@ -278,6 +329,7 @@ func (r *Runtime) pull(ctx context.Context, image, containerName string, pod *v1
 	}
 	id := imageID(image)
 	r.images[image] = id
+	r.pulledAt[image] = r.clock.Now()
 	return id, nil
 }
 
@@ -373,7 +425,11 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, p *podState, ctrs []
 	}
 	r.mu.Unlock()
 
-	errs := r.stopContainers(ctx, p, ordered, grace)
+	msgs := make([]string, len(ordered))
+	for i := range msgs {
+		msgs[i] = runtime.KillMessage(ctx)
+	}
+	errs := r.stopContainers(ctx, pod, p, ordered, msgs, grace)
 	for i, err := range errs {
 		step := result.NewStep(runtime.KillContainer, names[i])
 		if err != nil {
@@ -405,18 +461,22 @@ func (r *Runtime) killPod(ctx context.Context, pod *v1.Pod, p *podState, ctrs []
 	return result
 }
 
-// stopContainers sends TERM to each container and stops it, then waits the
-// grace period on the clock if any container ignores TERM and kills those.
-// It returns one error per container.
-func (r *Runtime) stopContainers(ctx context.Context, p *podState, ctrs []*container, grace int64) []error {
+// stopContainers records each container's Killing event (msgs[i], default
+// "Stopping container <name>") and runs its preStop hook, then sends TERM
+// to each and stops it; containers that ignore TERM are killed when what
+// is left of their grace period has passed on the clock. It returns one
+// error per container.
+func (r *Runtime) stopContainers(ctx context.Context, pod *v1.Pod, p *podState, ctrs []*container, msgs []string, grace int64) []error {
 	uid := p.uid
 	errs := make([]error, len(ctrs))
+	graces := r.preStop(ctx, pod, p, ctrs, msgs, grace)
 	type stubborn struct {
-		c    *container
-		kill int // index into r.kills
+		c     *container
+		kill  int // index into r.kills
+		i     int // index into ctrs
+		grace int64
 	}
 	var waiting []stubborn
-	var waitingIdx []int
 	for i, c := range ctrs {
 		if err := r.enter(ctx, mStopContainer, uid); err != nil {
 			errs[i] = err
@@ -428,39 +488,44 @@ func (r *Runtime) stopContainers(ctx context.Context, p *podState, ctrs []*conta
 			r.emit(p, c, runtime.ContainerStoppedEvent)
 		}
 		if c.running() {
-			r.kills = append(r.kills, Kill{PodUID: uid, Name: c.name, ID: c.id, GracePeriod: grace, Time: now})
+			r.kills = append(r.kills, Kill{PodUID: uid, Name: c.name, ID: c.id, GracePeriod: graces[i], Time: now})
 			if c.ignoreTERM && c.state == runtime.ContainerStateRunning {
-				waiting = append(waiting, stubborn{c, len(r.kills) - 1})
-				waitingIdx = append(waitingIdx, i)
+				waiting = append(waiting, stubborn{c, len(r.kills) - 1, i, graces[i]})
 			} else {
 				r.stop(p, c, now, c.termExitCode, "")
 			}
 		}
 		r.mu.Unlock()
 	}
-	if len(waiting) == 0 {
-		return errs
-	}
-	if err := r.wait(ctx, time.Duration(grace)*time.Second); err != nil {
-		for _, i := range waitingIdx {
-			errs[i] = err
+	// Those that ignore TERM, by when their grace period ends.
+	slices.SortStableFunc(waiting, func(a, b stubborn) int { return cmp.Compare(a.grace, b.grace) })
+	var waited int64
+	for len(waiting) > 0 {
+		g := waiting[0].grace
+		if err := r.wait(ctx, time.Duration(g-waited)*time.Second); err != nil {
+			for _, w := range waiting {
+				errs[w.i] = err
+			}
+			return errs
 		}
-		return errs
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.clock.Now()
-	for _, w := range waiting {
-		if w.c.settle(now) {
-			r.emit(p, w.c, runtime.ContainerStoppedEvent)
+		waited = g
+		r.mu.Lock()
+		now := r.clock.Now()
+		for len(waiting) > 0 && waiting[0].grace == g {
+			w := waiting[0]
+			waiting = waiting[1:]
+			if w.c.settle(now) {
+				r.emit(p, w.c, runtime.ContainerStoppedEvent)
+			}
+			if !w.c.running() {
+				continue // exited on its own meanwhile
+			}
+			r.stop(p, w.c, now, 137, "Error")
+			if w.kill < len(r.kills) && r.kills[w.kill].ID == w.c.id {
+				r.kills[w.kill].Forced = true
+			}
 		}
-		if !w.c.running() {
-			continue // exited on its own meanwhile
-		}
-		r.stop(p, w.c, now, 137, "Error")
-		if w.kill < len(r.kills) && r.kills[w.kill].ID == w.c.id {
-			r.kills[w.kill].Forced = true
-		}
+		r.mu.Unlock()
 	}
 	return errs
 }

@@ -17,7 +17,9 @@ import (
 type CRI struct {
 	Endpoint, PauseImage  string
 	PodLogsRoot, PodsRoot string
-	// Recorder receives the DNS and cgroup managers' events; nil logs them.
+	// Recorder receives the DNS and cgroup managers' events and the
+	// runtime manager's (Pulled, Created, Started, Killing...); nil logs
+	// them.
 	Recorder EventRecorder
 }
 
@@ -62,6 +64,9 @@ func (c *CRI) Open(ctx context.Context, cfg cri.Config, pods *Pods, dns *DNS, cg
 		return nil, err
 	}
 	cfg.DNS = dnsc
+	if cfg.Recorder == nil {
+		cfg.Recorder = rec
+	}
 	cfg.Endpoint, cfg.PodLogsRoot, cfg.PodsRoot = c.Endpoint, c.PodLogsRoot, c.PodsRoot
 	cfg.DenyPrivileged = !pods.AllowPrivileged
 	cfg.Log = log.WithName("cri")
