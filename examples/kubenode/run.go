@@ -87,6 +87,7 @@ Flags:
 	fs.DurationVar(&o.objectCacheTTL, "object-cache-ttl", time.Minute, "with -cri: how long configMaps, secrets and services read for pods are used before they are read again")
 	o.dns.AddFlags(fs)
 	o.cgroups.AddFlags(fs)
+	o.serve.Cluster = true
 	o.serve.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -293,6 +294,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	started.Store(a)
+	o.serve.NodeName, o.serve.NodeIPs = o.nodeName, o.nodeIPs
+	o.serve.Tokens, o.serve.Reviews = cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews()
 	sctx, stopServers := context.WithCancel(ctx)
 	wait, err := nodeflags.Serve(sctx, &o.serve, a, rt, reg, probeReg, log.WithName("server"))
 	if err != nil {
