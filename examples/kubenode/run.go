@@ -135,6 +135,10 @@ func (o *options) validate() error {
 	if err := o.cgroups.Validate(o.cri.Endpoint); err != nil {
 		return err
 	}
+	// a kubeconfig that cannot be read is reported when it is used
+	if ca, err := clusterCA(o.kubeconfig); err == nil {
+		o.serve.DefaultClientCAs = ca
+	}
 	if err := o.serve.Validate(); err != nil {
 		return err
 	}
@@ -232,6 +236,26 @@ func clients(path string) (*kubernetes.Clientset, error) {
 		return nil, fmt.Errorf("-kubeconfig %s: no apiserver answers at %s: %w", path, cfg.Host, err)
 	}
 	return kubernetes.NewForConfig(cfg)
+}
+
+// clusterCA returns the CA (PEM) the kubeconfig at path trusts for its
+// apiserver, nil if it names none.
+func clusterCA(path string) ([]byte, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
+	}
+	if len(cfg.CAData) > 0 {
+		return cfg.CAData, nil
+	}
+	if cfg.CAFile != "" {
+		b, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
+		}
+		return b, nil
+	}
+	return nil, nil
 }
 
 // run is the program: it parses args, joins the cluster and runs the agent

@@ -47,6 +47,11 @@ type Server struct {
 	NodeName string
 	// NodeIPs go into the self-signed certificate.
 	NodeIPs []string
+	// DefaultClientCAs (PEM) stand for -client-ca-file when it is not
+	// given: kubenode's are its kubeconfig's cluster CA, which in a
+	// kubeadm cluster signs the apiserver's client certificate to the
+	// kubelets, as the kubelet's clientCAFile there.
+	DefaultClientCAs []byte
 	// Tokens and Reviews are the apiserver's TokenReviews and
 	// SubjectAccessReviews, for the webhooks (Cluster only).
 	Tokens  server.TokenReviewer
@@ -86,7 +91,11 @@ func (o *Server) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "certificate (with intermediates) served on -port; with -tls-private-key-file. Without it, -port serves TLS with a self-signed certificate from -cert-dir when joining a cluster, with -client-ca-file, or on a non-loopback -address (else plain HTTP)")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "private key of -tls-cert-file")
 	fs.StringVar(&o.certDir, "cert-dir", "", "directory of the self-signed serving certificate (kubelet.crt, kubelet.key), made for the node's name, host name and IPs and reused while valid for them (default <user cache dir>/nodekit/<node name>/pki)")
-	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle that signs client certificates: a request with a certificate it verifies is the user of the certificate's CN, in the groups of its O")
+	caDefault := ""
+	if o.Cluster {
+		caDefault = " (default the kubeconfig's cluster CA, as kubeadm's kubelet)"
+	}
+	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle that signs client certificates: a request with a certificate it verifies is the user of the certificate's CN, in the groups of its O"+caDefault)
 	fs.BoolVar(&o.anonymous, "anonymous-auth", !o.Cluster, "serve requests without credentials as system:anonymous (group system:unauthenticated); off, they get 401")
 	fs.BoolVar(&o.tokenWebhook, "authentication-token-webhook", o.Cluster, "authenticate bearer tokens with the apiserver's TokenReview (needs an apiserver)")
 	fs.DurationVar(&o.tokenTTL, "authentication-token-webhook-cache-ttl", server.DefaultTokenCacheTTL, "how long a token's review is kept")
@@ -128,6 +137,13 @@ func (o *Server) Validate() error {
 		}
 	}
 	o.clientCAs = nil
+	if o.clientCAFile == "" && len(o.DefaultClientCAs) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(o.DefaultClientCAs) {
+			return fmt.Errorf("%w: the default client CA (the kubeconfig's): no PEM certificate in it; give -client-ca-file", ErrUsage)
+		}
+		o.clientCAs = pool
+	}
 	if o.clientCAFile != "" {
 		b, err := os.ReadFile(o.clientCAFile)
 		if err != nil {
@@ -139,7 +155,7 @@ func (o *Server) Validate() error {
 		}
 		o.clientCAs = pool
 	}
-	if !o.anonymous && o.clientCAFile == "" && !o.tokenWebhook {
+	if !o.anonymous && o.clientCAs == nil && !o.tokenWebhook {
 		return fmt.Errorf("%w: -anonymous-auth=false leaves no way to authenticate: give -client-ca-file or -authentication-token-webhook", ErrUsage)
 	}
 	open := o.anonymous && o.authzMode == AuthzAlwaysAllow
@@ -151,7 +167,7 @@ func (o *Server) Validate() error {
 
 // tlsOn says whether -port serves TLS.
 func (o *Server) tlsOn() bool {
-	return o.tlsCertFile != "" || o.Cluster || o.clientCAFile != "" || !net.ParseIP(o.address).IsLoopback()
+	return o.tlsCertFile != "" || o.Cluster || o.clientCAs != nil || !net.ParseIP(o.address).IsLoopback()
 }
 
 // NewRegistry returns the registry the agent's metrics go on, with the Go
