@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,7 @@ type Cluster struct {
 	mu         sync.Mutex
 	etcd       *process
 	apiservers []*APIServer // the first is the cluster's own
+	serial     int64        // of the client certificates made
 }
 
 // APIServer is one kube-apiserver process of a cluster. Its methods are safe
@@ -227,6 +229,12 @@ func (a *APIServer) Start(ctx context.Context) error {
 		"--service-account-signing-key-file=" + filepath.Join(d, "sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
+		// as kubeadm's: the apiserver reaches kubelets (logs, exec,
+		// nodes/proxy) with a client certificate of system:masters, by
+		// their InternalIP first
+		"--kubelet-client-certificate=" + filepath.Join(d, "apiserver-kubelet-client.crt"),
+		"--kubelet-client-key=" + filepath.Join(d, "apiserver-kubelet-client.key"),
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 		"--allow-privileged=true",
 		// The endpoint reconciler refuses a loopback advertise address.
 		"--endpoint-reconciler-type=none",
@@ -292,6 +300,25 @@ func (a *APIServer) RESTConfig() *rest.Config {
 			KeyData:  a.c.pki.adminKey,
 		},
 	}
+}
+
+// CAFile is the cluster's CA certificate (PEM), which signs the apiserver's
+// serving certificate and every client certificate: a kubelet's
+// --client-ca-file.
+func (c *Cluster) CAFile() string { return filepath.Join(c.cfg.Dir, "ca.crt") }
+
+// ClientCert returns a new client certificate and key (PEM) signed by the
+// cluster's CA for user in groups, as kubeadm's certificates: the
+// apiserver and a kubelet given CAFile take it for that user.
+func (c *Cluster) ClientCert(user string, groups ...string) (certPEM, keyPEM []byte, err error) {
+	c.mu.Lock()
+	c.serial++
+	serial := 100 + c.serial
+	c.mu.Unlock()
+	return c.pki.sign(serial, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, time.Now())
 }
 
 // Dir is the cluster's working directory (certificates, data, logs).
