@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +17,7 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -228,5 +234,96 @@ func waitAllowed(t *testing.T, cs kubernetes.Interface, user, node string) {
 			t.Fatalf("%s still not allowed get nodes/proxy after 30s", user)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// -rotate-server-certificates: the node asks for its serving certificate
+// with a CertificateSigningRequest for kubernetes.io/kubelet-serving, as
+// the kubelet's server TLS bootstrap, fails handshakes until it is issued,
+// then serves the issued certificate, which a client trusting the
+// cluster's CA verifies, and keeps it in -cert-dir. The test approves and
+// signs, as an approver and the controller-manager's signer would.
+func TestKubenodeServingCertificateFromTheAPIServer(t *testing.T) {
+	c := startCluster(t)
+	cs, _ := clientset(t, c.RESTConfig(), 50, 100)
+	ctx := t.Context()
+	bin := buildKubenode(t)
+	cfg := c.RESTConfig()
+	const node = "csr-node"
+	port := testenv.FreePort(t)
+	certDir := t.TempDir()
+	startKubenode(t, bin, "-kubeconfig", writeKubeconfig(t, cfg, cfg.Host, ""), "-node-name", node,
+		"-node-ip", "127.0.0.1", "-port", strconv.Itoa(port), "-healthz-port", "0", "-cert-dir", certDir,
+		"-rotate-server-certificates")
+
+	var csr *certificatesv1.CertificateSigningRequest
+	deadline := time.Now().Add(time.Minute)
+	for csr == nil {
+		list, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		must(t, err)
+		for i := range list.Items {
+			if list.Items[i].Spec.SignerName == certificatesv1.KubeletServingSignerName {
+				csr = &list.Items[i]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no CertificateSigningRequest for kubernetes.io/kubelet-serving within a minute")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, _ := pem.Decode(csr.Spec.Request)
+	req, err := x509.ParseCertificateRequest(b.Bytes)
+	must(t, err)
+	if req.Subject.CommonName != "system:node:"+node || len(req.Subject.Organization) != 1 || req.Subject.Organization[0] != "system:nodes" {
+		t.Errorf("subject %v, want system:node:%s in system:nodes", req.Subject, node)
+	}
+	if !slices.Contains(req.DNSNames, node) || !slices.ContainsFunc(req.IPAddresses, func(ip net.IP) bool { return ip.Equal(net.IPv4(127, 0, 0, 1)) }) {
+		t.Errorf("DNS names %v, IPs %v: want the node's name and IP", req.DNSNames, req.IPAddresses)
+	}
+	if want := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}; !slices.Equal(csr.Spec.Usages, want) {
+		t.Errorf("usages %v, want %v", csr.Spec.Usages, want)
+	}
+
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(cfg.CAData)
+	get := func() error {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://127.0.0.1:" + strconv.Itoa(port) + "/pods")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			return fmt.Errorf("status %d, want 401 without credentials", resp.StatusCode)
+		}
+		return nil
+	}
+	if err := get(); err == nil {
+		t.Error("a handshake succeeded before the certificate was issued")
+	}
+
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "E2E", Message: "approved by the test"})
+	csr, err = cs.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
+	must(t, err)
+	csr.Status.Certificate, err = c.SignServing(csr.Spec.Request)
+	must(t, err)
+	_, err = cs.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{})
+	must(t, err)
+
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		err := get()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the issued certificate is not served within 30s: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := tls.LoadX509KeyPair(filepath.Join(certDir, "kubelet-server-current.pem"), filepath.Join(certDir, "kubelet-server-current.pem")); err != nil {
+		t.Errorf("-cert-dir does not keep the issued certificate: %v", err)
 	}
 }

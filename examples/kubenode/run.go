@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
@@ -320,6 +321,19 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	started.Store(a)
 	o.serve.NodeName, o.serve.NodeIPs = o.nodeName, o.nodeIPs
 	o.serve.Tokens, o.serve.Reviews = cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews()
+	if o.serve.RotateServerCertificates() {
+		dir, err := o.serve.CertDir()
+		if err != nil {
+			return err
+		}
+		sc := &servingCerts{csrs: cs.CertificatesV1().CertificateSigningRequests(), nodeName: o.nodeName,
+			names: o.serve.CertNames(), dir: dir, clock: clock.RealClock{}, log: log.WithName("certificate")}
+		o.serve.GetCertificate = sc.GetCertificate
+		cctx, stopCerts := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); sc.run(cctx) }()
+		defer func() { stopCerts(); <-done }()
+	}
 	sctx, stopServers := context.WithCancel(ctx)
 	wait, err := nodeflags.Serve(sctx, &o.serve, a, rt, reg, probeReg, log.WithName("server"))
 	if err != nil {

@@ -56,6 +56,9 @@ type Server struct {
 	// SubjectAccessReviews, for the webhooks (Cluster only).
 	Tokens  server.TokenReviewer
 	Reviews server.SubjectAccessReviewer
+	// GetCertificate, if set, gives -port its serving certificate (the
+	// program's -rotate-server-certificates).
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// Clock times the webhook caches and the certificate's validity.
 	// Default the real clock.
 	Clock clock.Clock
@@ -69,6 +72,7 @@ type Server struct {
 	tokenTTL                        time.Duration
 	authzMode                       string
 	authzAllowTTL, authzDenyTTL     time.Duration
+	rotateServerCerts               bool
 
 	clientCAs *x509.CertPool // read by Validate
 }
@@ -94,6 +98,9 @@ func (o *Server) AddFlags(fs *flag.FlagSet) {
 	caDefault := ""
 	if o.Cluster {
 		caDefault = " (default the kubeconfig's cluster CA, as kubeadm's kubelet)"
+	}
+	if o.Cluster {
+		fs.BoolVar(&o.rotateServerCerts, "rotate-server-certificates", false, "ask the apiserver for the serving certificate with a CertificateSigningRequest for signer kubernetes.io/kubelet-serving (which something must approve and sign) and ask again as it nears expiry, as the kubelet's serverTLSBootstrap; kept in -cert-dir as kubelet-server-current.pem. Until one is issued, TLS handshakes fail")
 	}
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle that signs client certificates: a request with a certificate it verifies is the user of the certificate's CN, in the groups of its O"+caDefault)
 	fs.BoolVar(&o.anonymous, "anonymous-auth", !o.Cluster, "serve requests without credentials as system:anonymous (group system:unauthenticated); off, they get 401")
@@ -121,6 +128,9 @@ func (o *Server) Validate() error {
 	}
 	if (o.tlsCertFile == "") != (o.tlsKeyFile == "") {
 		return fmt.Errorf("%w: -tls-cert-file and -tls-private-key-file go together", ErrUsage)
+	}
+	if o.rotateServerCerts && o.tlsCertFile != "" {
+		return fmt.Errorf("%w: -rotate-server-certificates and -tls-cert-file: give one", ErrUsage)
 	}
 	switch o.authzMode {
 	case AuthzAlwaysAllow, AuthzWebhook:
@@ -163,6 +173,21 @@ func (o *Server) Validate() error {
 		return fmt.Errorf("%w: -address %s is not loopback: serving pods and logs there needs authentication (-anonymous-auth=false, or -authorization-mode Webhook) and no -read-only-port", ErrUsage, o.address)
 	}
 	return nil
+}
+
+// RotateServerCertificates is -rotate-server-certificates.
+func (o *Server) RotateServerCertificates() bool { return o.rotateServerCerts }
+
+// CertDir is -cert-dir, or its default for the node.
+func (o *Server) CertDir() (string, error) {
+	if o.certDir != "" {
+		return o.certDir, nil
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("-cert-dir: %w", err)
+	}
+	return filepath.Join(cache, "nodekit", o.NodeName, "pki"), nil
 }
 
 // tlsOn says whether -port serves TLS.
@@ -210,45 +235,44 @@ func (o *Server) servingTLS(log logr.Logger) (*tls.Config, error) {
 	if !o.tlsOn() {
 		return nil, nil
 	}
-	var cert tls.Certificate
-	var err error
-	if o.tlsCertFile != "" {
-		if cert, err = tls.LoadX509KeyPair(o.tlsCertFile, o.tlsKeyFile); err != nil {
-			return nil, fmt.Errorf("%w: -tls-cert-file: %v", ErrUsage, err)
-		}
-	} else {
-		dir := o.certDir
-		if dir == "" {
-			cache, err := os.UserCacheDir()
-			if err != nil {
-				return nil, fmt.Errorf("-cert-dir: %w", err)
-			}
-			dir = filepath.Join(cache, "nodekit", o.NodeName, "pki")
-		}
-		now := time.Now
-		if o.Clock != nil {
-			now = o.Clock.Now
-		}
-		var made bool
-		cert, made, err = SelfSignedCert(dir, o.certNames(), now())
-		if err != nil {
-			return nil, fmt.Errorf("-cert-dir: %w", err)
-		}
-		log.Info("Serving certificate", "dir", dir, "selfSigned", true, "new", made)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.clientCAs != nil {
 		// as the kubelet: ask for a certificate and let the authenticator
 		// verify it, so that a bad one is a 401, not a failed handshake
 		tc.ClientCAs, tc.ClientAuth = o.clientCAs, tls.RequestClientCert
 	}
+	switch {
+	case o.GetCertificate != nil:
+		tc.GetCertificate = o.GetCertificate
+	case o.tlsCertFile != "":
+		cert, err := tls.LoadX509KeyPair(o.tlsCertFile, o.tlsKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: -tls-cert-file: %v", ErrUsage, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	default:
+		dir, err := o.CertDir()
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now
+		if o.Clock != nil {
+			now = o.Clock.Now
+		}
+		cert, made, err := SelfSignedCert(dir, o.CertNames(), now())
+		if err != nil {
+			return nil, fmt.Errorf("-cert-dir: %w", err)
+		}
+		log.Info("Using a self-signed serving certificate", "dir", dir, "new", made)
+		tc.Certificates = []tls.Certificate{cert}
+	}
 	return tc, nil
 }
 
-// certNames are the DNS names and IPs the self-signed certificate is for:
+// CertNames are the DNS names and IPs the self-signed certificate is for:
 // the node's name, the host's name and the node's IPs, and -address if it
 // is one address.
-func (o *Server) certNames() CertNames {
+func (o *Server) CertNames() CertNames {
 	var n CertNames
 	if o.NodeName != "" {
 		n.DNS = append(n.DNS, o.NodeName)
