@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -164,7 +165,7 @@ func (s *servingCerts) request(ctx context.Context) (*tls.Certificate, error) {
 	for {
 		for _, c := range csr.Status.Conditions {
 			if (c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed) && c.Status == v1.ConditionTrue {
-				return nil, fmt.Errorf("CertificateSigningRequest %s %s: %s %s", csr.Name, c.Type, c.Reason, c.Message)
+				return nil, fmt.Errorf("CertificateSigningRequest %s was %s: %s", csr.Name, strings.ToLower(string(c.Type)), strings.TrimSpace(c.Reason+" "+c.Message))
 			}
 		}
 		if len(csr.Status.Certificate) > 0 {
