@@ -45,6 +45,15 @@
 //     certificate for the node's name, the host name and -node-ip, made in
 //     -cert-dir (default <user cache dir>/nodekit/<node name>/pki, as
 //     kubelet.crt and kubelet.key) and reused while valid for them.
+//   - -rotate-server-certificates: the kubelet's server TLS bootstrap
+//     instead: a CertificateSigningRequest (signer
+//     kubernetes.io/kubelet-serving, system:node:<name> in system:nodes,
+//     the node's names and IPs) that an approver and the signer must act
+//     on; TLS handshakes fail until it is issued ("no serving certificate
+//     available for the kubelet"). The certificate is kept in -cert-dir as
+//     kubelet-server-current.pem and asked for again at 70 to 90 % of its
+//     lifetime. The credentials then need create and get on
+//     certificatesigningrequests.
 //
 // A port already in use stops it at start, naming the flag and address. `kubectl get nodes` shows the node
 // Ready within seconds; the Node's daemonEndpoints carry -port (0, no
