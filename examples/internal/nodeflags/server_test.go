@@ -34,7 +34,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // parse parses args into a Server with cluster's defaults.
 func parse(t *testing.T, cluster bool, args ...string) (*Server, error) {
 	t.Helper()
-	o := &Server{Cluster: cluster}
+	return parseWith(t, &Server{Cluster: cluster}, args...)
+}
+
+// parseWith parses args into o.
+func parseWith(t *testing.T, o *Server, args ...string) (*Server, error) {
+	t.Helper()
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o.AddFlags(fs)
@@ -85,35 +90,45 @@ func TestServerFlagValidation(t *testing.T) {
 	if err := os.WriteFile(notPEM, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		name    string
-		cluster bool
-		args    []string
-		want    string // "" valid
+		name      string
+		cluster   bool
+		defaultCA []byte // the kubeconfig's
+		args      []string
+		want      string // "" valid
 	}{
-		{"standalone defaults: loopback, anonymous, AlwaysAllow", false, nil, ""},
-		{"cluster defaults: all interfaces, webhooks, no anonymous", true, nil, ""},
-		{"port out of range", false, []string{"-port", "70000"}, "-port 70000 is not a port"},
-		{"address that is no IP", false, []string{"-address", "localhost"}, `-address "localhost" is not an IP address`},
-		{"key without certificate", false, []string{"-tls-private-key-file", "k.pem"}, "go together"},
-		{"standalone on all interfaces, open to anyone", false, []string{"-address", "0.0.0.0"}, "-address 0.0.0.0 is not loopback"},
-		{"standalone on all interfaces with client certificates and no anonymous", false,
+		{"standalone defaults: loopback, anonymous, AlwaysAllow", false, nil, nil, ""},
+		{"cluster defaults: all interfaces, webhooks, no anonymous", true, nil, nil, ""},
+		{"port out of range", false, nil, []string{"-port", "70000"}, "-port 70000 is not a port"},
+		{"address that is no IP", false, nil, []string{"-address", "localhost"}, `-address "localhost" is not an IP address`},
+		{"key without certificate", false, nil, []string{"-tls-private-key-file", "k.pem"}, "go together"},
+		{"standalone on all interfaces, open to anyone", false, nil, []string{"-address", "0.0.0.0"}, "-address 0.0.0.0 is not loopback"},
+		{"standalone on all interfaces with client certificates and no anonymous", false, nil,
 			[]string{"-address", "0.0.0.0", "-client-ca-file", caFile, "-anonymous-auth=false"}, ""},
-		{"standalone with a client CA on loopback", false, []string{"-client-ca-file", caFile}, ""},
-		{"a read-only port off loopback", true, []string{"-read-only-port", "10255"}, "-address 0.0.0.0 is not loopback"},
-		{"cluster on all interfaces, anonymous but webhook authorization", true, []string{"-anonymous-auth"}, ""},
-		{"cluster on all interfaces, anonymous and AlwaysAllow", true, []string{"-anonymous-auth", "-authorization-mode", "AlwaysAllow"}, "-address 0.0.0.0 is not loopback"},
-		{"cluster, AlwaysAllow without anonymous", true, []string{"-authorization-mode", "AlwaysAllow"}, ""},
-		{"an unknown authorization mode", true, []string{"-authorization-mode", "RBAC"}, `-authorization-mode "RBAC"`},
-		{"webhook authorization without an apiserver", false, []string{"-authorization-mode", "Webhook"}, "need an apiserver"},
-		{"token webhook without an apiserver", false, []string{"-authentication-token-webhook"}, "need an apiserver"},
-		{"no way to authenticate", true, []string{"-authentication-token-webhook=false"}, "no way to authenticate"},
-		{"a missing client CA file", true, []string{"-client-ca-file", "/nonexistent/ca.crt"}, "-client-ca-file: open /nonexistent/ca.crt"},
-		{"a client CA file without certificates", true, []string{"-client-ca-file", notPEM}, "no PEM certificate"},
-		{"a negative cache TTL", true, []string{"-authorization-webhook-cache-unauthorized-ttl", "-1s"}, "is negative"},
+		{"standalone with a client CA on loopback", false, nil, []string{"-client-ca-file", caFile}, ""},
+		{"a read-only port off loopback", true, nil, []string{"-read-only-port", "10255"}, "-address 0.0.0.0 is not loopback"},
+		{"cluster on all interfaces, anonymous but webhook authorization", true, nil, []string{"-anonymous-auth"}, ""},
+		{"cluster on all interfaces, anonymous and AlwaysAllow", true, nil, []string{"-anonymous-auth", "-authorization-mode", "AlwaysAllow"}, "-address 0.0.0.0 is not loopback"},
+		{"cluster, AlwaysAllow without anonymous", true, nil, []string{"-authorization-mode", "AlwaysAllow"}, ""},
+		{"an unknown authorization mode", true, nil, []string{"-authorization-mode", "RBAC"}, `-authorization-mode "RBAC"`},
+		{"webhook authorization without an apiserver", false, nil, []string{"-authorization-mode", "Webhook"}, "need an apiserver"},
+		{"token webhook without an apiserver", false, nil, []string{"-authentication-token-webhook"}, "need an apiserver"},
+		{"no way to authenticate", true, nil, []string{"-authentication-token-webhook=false"}, "no way to authenticate"},
+		{"a missing client CA file", true, nil, []string{"-client-ca-file", "/nonexistent/ca.crt"}, "-client-ca-file: open /nonexistent/ca.crt"},
+		{"a client CA file without certificates", true, nil, []string{"-client-ca-file", notPEM}, "no PEM certificate"},
+		{"a negative cache TTL", true, nil, []string{"-authorization-webhook-cache-unauthorized-ttl", "-1s"}, "is negative"},
+		{"the kubeconfig's CA authenticates without the token webhook", true, caPEM, []string{"-authentication-token-webhook=false"}, ""},
+		{"a kubeconfig CA that is no PEM", true, []byte("x"), nil, "the default client CA (the kubeconfig's)"},
+		{"-client-ca-file wins over the kubeconfig's CA", true, []byte("x"), []string{"-client-ca-file", caFile}, ""},
+		{"a requested serving certificate and a certificate file", true, nil,
+			[]string{"-rotate-server-certificates", "-tls-cert-file", "c.pem", "-tls-private-key-file", "k.pem"}, "give one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parse(t, tc.cluster, tc.args...)
+			_, err := parseWith(t, &Server{Cluster: tc.cluster, DefaultClientCAs: tc.defaultCA}, tc.args...)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("err = %v, want valid", err)
