@@ -321,7 +321,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	started.Store(a)
 	o.serve.NodeName, o.serve.NodeIPs = o.nodeName, o.nodeIPs
 	o.serve.Tokens, o.serve.Reviews = cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews()
-	if o.serve.RotateServerCertificates() {
+	if o.serve.RotateServerCertificates() && o.serve.Port() != 0 {
 		dir, err := o.serve.CertDir()
 		if err != nil {
 			return err
