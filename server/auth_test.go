@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -282,4 +283,95 @@ func TestAlwaysAllow(t *testing.T) {
 	ok, _, err := server.AlwaysAllow{}.Authorize(context.Background(), server.Attributes{})
 	assert.True(t, ok)
 	assert.NoError(t, err)
+}
+
+// flaky fails its first reviews with errs, then allows.
+type flaky struct {
+	mu    sync.Mutex
+	errs  []error
+	calls int
+}
+
+func (f *flaky) Create(_ context.Context, sar *authzv1.SubjectAccessReview, _ metav1.CreateOptions) (*authzv1.SubjectAccessReview, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		return nil, err
+	}
+	out := sar.DeepCopy()
+	out.Status.Allowed = true
+	return out, nil
+}
+
+func (f *flaky) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// As the kubelet's webhooks (the apiserver's DefaultAuthWebhookRetryBackoff):
+// a review failing for a passing reason (internal error, timeout, too many
+// requests) is tried again with back-off on the injected clock, five tries
+// in all; other errors are not retried.
+func TestTransientReviewErrorsAreRetried(t *testing.T) {
+	internal := apierrors.NewInternalError(errors.New("etcd leader changed"))
+	busy := apierrors.NewTooManyRequests("slow down", 1)
+	for _, tc := range []struct {
+		name    string
+		errs    []error
+		calls   int
+		allowed bool
+	}{
+		{"two internal errors, then an answer", []error{internal, busy}, 3, true},
+		{"five internal errors: the last is returned", []error{internal, internal, internal, internal, internal, internal}, 5, false},
+		{"a refusal of the review itself is not retried", []error{apierrors.NewForbidden(authzv1.Resource("subjectaccessreviews"), "", errors.New("no"))}, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+			rv := &flaky{errs: tc.errs}
+			z, err := server.NewWebhookAuthorizer(server.AuthzConfig{Reviews: rv, Clock: clk})
+			require.NoError(t, err)
+			type result struct {
+				ok  bool
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				ok, _, err := z.Authorize(context.Background(), server.Attributes{User: &server.User{Name: "u"}, Verb: "get", Resource: "nodes", Subresource: "proxy", Name: "n1"})
+				done <- result{ok, err}
+			}()
+			start := clk.Now()
+			var res result
+		wait:
+			for {
+				select {
+				case res = <-done:
+					break wait
+				default:
+				}
+				if clk.HasWaiters() {
+					clk.Step(100 * time.Millisecond)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			assert.Equal(t, tc.calls, rv.count())
+			assert.Equal(t, tc.allowed, res.ok)
+			if tc.allowed {
+				assert.NoError(t, res.err)
+			} else {
+				assert.Error(t, res.err)
+			}
+			if tc.calls > 1 {
+				// 500ms, 750ms, ... each up to 20 % longer
+				least := time.Duration(0)
+				for i, w := 0, 500*time.Millisecond; i < tc.calls-1; i, w = i+1, w*3/2 {
+					least += w
+				}
+				assert.GreaterOrEqual(t, clk.Since(start), least, "the retries wait the back-off")
+			}
+		})
+	}
 }

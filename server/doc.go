@@ -42,7 +42,10 @@
 // (AuthzConfig): a SubjectAccessReview of nodes/<subresource> for the
 // user's name, UID, groups and Extra, an allowed answer kept
 // AuthorizedTTL (5m), a refusal UnauthorizedTTL (30s), an error never;
-// AlwaysAllow is --authorization-mode=AlwaysAllow. They take client-go's
+// AlwaysAllow is --authorization-mode=AlwaysAllow. Both webhooks retry a
+// review that fails for a passing reason (internal error, timeout, too
+// many requests, connection reset) as the kubelet's: 500ms growing 1.5
+// times, five tries. They take client-go's
 // typed clients as they are (clientset.AuthenticationV1().TokenReviews(),
 // clientset.AuthorizationV1().SubjectAccessReviews()).
 // WebhookAuthenticator and WebhookAuthorizer are the same without caches

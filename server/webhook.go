@@ -9,13 +9,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 )
@@ -67,8 +70,8 @@ type AuthnConfig struct {
 	// UserAnonymous in GroupUnauthenticated (--anonymous-auth); a request
 	// whose credentials fail is refused all the same.
 	Anonymous bool
-	// Clock times the cache. Default the real clock.
-	Clock clock.PassiveClock
+	// Clock times the cache and the retries. Default the real clock.
+	Clock clock.Clock
 }
 
 // NewAuthenticator returns the kubelet's authenticator (the apiserver's
@@ -88,7 +91,7 @@ func NewAuthenticator(c AuthnConfig) (Authenticator, error) {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
-	a := &authn{roots: c.ClientCAs, tokens: c.Tokens, audiences: c.Audiences, anonymous: c.Anonymous, invalidIsError: true}
+	a := &authn{roots: c.ClientCAs, tokens: c.Tokens, audiences: c.Audiences, anonymous: c.Anonymous, invalidIsError: true, retry: retrier{c.Clock}}
 	if c.Tokens != nil && c.CacheTTL > 0 {
 		a.cache = newTTLCache[tokenResult](c.Clock)
 		a.ttl = c.CacheTTL
@@ -123,6 +126,7 @@ type authn struct {
 	invalidIsError bool // a token not authenticated is an error, as the apiserver's bearer token authenticator
 	cache          *ttlCache[tokenResult]
 	ttl            time.Duration
+	retry          retrier
 }
 
 var errInvalidToken = errors.New("invalid bearer token")
@@ -177,9 +181,13 @@ func (a *authn) reviewToken(ctx context.Context, token string) (*User, bool, err
 			return res.user, res.ok, nil
 		}
 	}
-	tr, err := a.tokens.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{
-		Token: token, Audiences: a.audiences,
-	}}, metav1.CreateOptions{})
+	var tr *authnv1.TokenReview
+	err := a.retry.do(ctx, func() (err error) {
+		tr, err = a.tokens.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{
+			Token: token, Audiences: a.audiences,
+		}}, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		return nil, false, fmt.Errorf("token review: %w", err)
 	}
@@ -291,8 +299,8 @@ type AuthzConfig struct {
 	// kubelet's are DefaultAuthorizedCacheTTL and
 	// DefaultUnauthorizedCacheTTL.
 	AuthorizedTTL, UnauthorizedTTL time.Duration
-	// Clock times the cache. Default the real clock.
-	Clock clock.PassiveClock
+	// Clock times the cache and the retries. Default the real clock.
+	Clock clock.Clock
 }
 
 // NewWebhookAuthorizer returns the kubelet's webhook authorizer
@@ -310,7 +318,7 @@ func NewWebhookAuthorizer(c AuthzConfig) (Authorizer, error) {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
-	w := &webhookAuthz{reviews: c.Reviews, allowTTL: c.AuthorizedTTL, denyTTL: c.UnauthorizedTTL}
+	w := &webhookAuthz{reviews: c.Reviews, allowTTL: c.AuthorizedTTL, denyTTL: c.UnauthorizedTTL, retry: retrier{c.Clock}}
 	if c.AuthorizedTTL > 0 || c.UnauthorizedTTL > 0 {
 		w.cache = newTTLCache[decision](c.Clock)
 	}
@@ -332,6 +340,7 @@ type webhookAuthz struct {
 	reviews           SubjectAccessReviewer
 	cache             *ttlCache[decision]
 	allowTTL, denyTTL time.Duration
+	retry             retrier
 }
 
 func (w *webhookAuthz) Authorize(ctx context.Context, a Attributes) (bool, string, error) {
@@ -361,7 +370,11 @@ func (w *webhookAuthz) Authorize(ctx context.Context, a Attributes) (bool, strin
 			return d.allowed, d.reason, nil
 		}
 	}
-	got, err := w.reviews.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+	var got *authzv1.SubjectAccessReview
+	err := w.retry.do(ctx, func() (err error) {
+		got, err = w.reviews.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		return false, "", fmt.Errorf("subject access review: %w", err)
 	}
@@ -430,4 +443,48 @@ func (c *ttlCache[V]) set(key string, v V, ttl time.Duration) {
 		}
 	}
 	c.m[key] = ttlEntry[V]{v: v, expires: now.Add(ttl)}
+}
+
+// The kubelet's webhook retries (the apiserver's
+// DefaultAuthWebhookRetryBackoff): a review that fails for a passing
+// reason is tried again after 500ms, then 1.5 times longer each time
+// (jittered by up to 20 %), five tries in all.
+const (
+	retryInitial = 500 * time.Millisecond
+	retryFactor  = 1.5
+	retryJitter  = 0.2
+	retrySteps   = 5
+)
+
+// retrier retries a review on the errors the apiserver's webhooks retry
+// on; a zero one (no clock) tries once.
+type retrier struct{ clock clock.Clock }
+
+func (r retrier) do(ctx context.Context, f func() error) error {
+	wait := retryInitial
+	for try := 1; ; try++ {
+		err := f()
+		if err == nil || r.clock == nil || try == retrySteps || !transient(err) {
+			return err
+		}
+		t := r.clock.NewTimer(time.Duration(float64(wait) * (1 + retryJitter*rand.Float64())))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C():
+		}
+		wait = time.Duration(float64(wait) * retryFactor)
+	}
+}
+
+// transient says whether err is worth another try, as the apiserver's
+// webhook.DefaultShouldRetry: a connection reset, an internal error, a
+// timeout, too many requests, or any answer asking to retry later.
+func transient(err error) bool {
+	if errors.Is(err, syscall.ECONNRESET) || apierrors.IsInternalError(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) {
+		return true
+	}
+	_, retry := apierrors.SuggestsClientDelay(err)
+	return retry
 }
