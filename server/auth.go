@@ -54,6 +54,13 @@ type Authorizer interface {
 	Authorize(ctx context.Context, a Attributes) (allowed bool, reason string, err error)
 }
 
+// AlwaysAllow is the kubelet's --authorization-mode=AlwaysAllow: every
+// authenticated request is allowed.
+type AlwaysAllow struct{}
+
+// Authorize allows a.
+func (AlwaysAllow) Authorize(context.Context, Attributes) (bool, string, error) { return true, "", nil }
+
 // Auth guards the server. As the kubelet's authenticator (wrapped in the
 // apiserver's authenticated group adder), every user the Authenticator
 // returns is put in GroupAuthenticated before it is authorized, unless it
@@ -69,9 +76,11 @@ type Auth struct {
 // Attributes returns the attributes the kubelet authorizes r with, in the
 // order it tries them: the request is allowed if any one is. As the
 // kubelet's fine-grained authorization (KubeletFineGrainedAuthz, locked on
-// since v1.37), /pods, /runningpods/, /healthz and /configz are allowed by
-// their own subresource or by proxy; /stats, /metrics and /logs only by
-// theirs (stats, metrics, log); anything else by proxy.
+// since v1.37), /pods, /runningpods/, /healthz, /configz and /statusz are
+// allowed by their own subresource (pods for both pod paths) or by proxy;
+// /stats, /metrics (/metrics/resource, /metrics/probes ...), /logs and
+// /checkpoint only by theirs (stats, metrics, log, checkpoint); anything
+// else (/containerLogs, /exec, /attach, /portForward, /run ...) by proxy.
 func (a *Auth) Attributes(u *User, r *http.Request) []Attributes {
 	verb := "get"
 	switch r.Method {
@@ -97,12 +106,16 @@ func (a *Auth) Attributes(u *User, r *http.Request) []Attributes {
 		subs = []string{"healthz", "proxy"}
 	case under("/configz"):
 		subs = []string{"configz", "proxy"}
+	case under("/statusz"):
+		subs = []string{"statusz", "proxy"}
 	case under("/stats"):
 		subs = []string{"stats"}
 	case under("/metrics"):
 		subs = []string{"metrics"}
 	case under("/logs"):
 		subs = []string{"log"}
+	case under("/checkpoint"):
+		subs = []string{"checkpoint"}
 	default:
 		subs = []string{"proxy"}
 	}

@@ -17,20 +17,39 @@
 //
 // A ReadOnly server is the kubelet's read-only port: healthz, pods and
 // metrics only. HealthzHandler is the separate healthz port (10248) with
-// /healthz alone. Auth puts the kubelet's authentication and authorization
-// filter in front (401, 403 with its message; as the kubelet's fine-grained
-// authorization, /pods, /runningpods/, /healthz and /configz are allowed by
-// their own subresource or by proxy), through two small
-// interfaces in the shape of its webhook authenticator and authorizer,
+// /healthz alone.
+//
+// Auth puts the kubelet's authentication and authorization filter in
+// front (401 "Unauthorized", 403 "Forbidden (user=..., verb=...,
+// resource=nodes, subresource(s)=[...])", 500 on an authorization error),
 // every authenticated user but the anonymous one put in
-// system:authenticated as the kubelet's; without Auth, serve on loopback
-// only. WebhookAuthenticator (client
-// certificates verified by TLS, else a TokenReview of the bearer token) and
-// WebhookAuthorizer (a SubjectAccessReview of nodes/<subresource> for the
-// user's name, UID, groups and Extra) are the
-// kubelet's webhook modes over client-go-shaped clients
-// (clientset.AuthenticationV1().TokenReviews(),
-// clientset.AuthorizationV1().SubjectAccessReviews()). ListenAndServe
+// system:authenticated as the kubelet's. Its attributes are the kubelet's
+// of v1.37 (fine-grained authorization locked on): /pods and /runningpods/
+// are nodes/pods or nodes/proxy; /healthz, /configz and /statusz their own
+// subresource or proxy; /stats, /metrics (/metrics/resource ...), /logs
+// and /checkpoint only stats, metrics, log and checkpoint; anything else
+// (/containerLogs, /exec, /attach, /portForward, /run) proxy; the verb
+// (get, create, update, patch, delete) from the method. Without Auth,
+// serve on loopback only.
+//
+// NewAuthenticator is the kubelet's authenticator (AuthnConfig): a client
+// certificate verified against ClientCAs (--client-ca-file; serve with
+// tls.RequestClientCert, as the kubelet, so that a bad one is a 401), else
+// a bearer token reviewed by a TokenReview (--authentication-token-webhook)
+// and kept CacheTTL (the kubelet's 2m) on the injected clock, else, with
+// Anonymous, system:anonymous; credentials that fail are refused, never
+// anonymous. NewWebhookAuthorizer is --authorization-mode=Webhook
+// (AuthzConfig): a SubjectAccessReview of nodes/<subresource> for the
+// user's name, UID, groups and Extra, an allowed answer kept
+// AuthorizedTTL (5m), a refusal UnauthorizedTTL (30s), an error never;
+// AlwaysAllow is --authorization-mode=AlwaysAllow. Both webhooks retry a
+// review that fails for a passing reason (internal error, timeout, too
+// many requests, connection reset) as the kubelet's: 500ms growing 1.5
+// times, five tries. They take client-go's
+// typed clients as they are (clientset.AuthenticationV1().TokenReviews(),
+// clientset.AuthorizationV1().SubjectAccessReviews()).
+// WebhookAuthenticator and WebhookAuthorizer are the same without caches
+// or anonymous requests. ListenAndServe
 // serves with or without TLS until its context ends.
 //
 // Where it sits: beside the agent, reading its views (agent.Agent.Pods, the

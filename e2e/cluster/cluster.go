@@ -3,11 +3,15 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -77,6 +81,7 @@ type Cluster struct {
 	mu         sync.Mutex
 	etcd       *process
 	apiservers []*APIServer // the first is the cluster's own
+	serial     int64        // of the client certificates made
 }
 
 // APIServer is one kube-apiserver process of a cluster. Its methods are safe
@@ -227,6 +232,12 @@ func (a *APIServer) Start(ctx context.Context) error {
 		"--service-account-signing-key-file=" + filepath.Join(d, "sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
+		// as kubeadm's: the apiserver reaches kubelets (logs, exec,
+		// nodes/proxy) with a client certificate of system:masters, by
+		// their InternalIP first
+		"--kubelet-client-certificate=" + filepath.Join(d, "apiserver-kubelet-client.crt"),
+		"--kubelet-client-key=" + filepath.Join(d, "apiserver-kubelet-client.key"),
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 		"--allow-privileged=true",
 		// The endpoint reconciler refuses a loopback advertise address.
 		"--endpoint-reconciler-type=none",
@@ -292,6 +303,60 @@ func (a *APIServer) RESTConfig() *rest.Config {
 			KeyData:  a.c.pki.adminKey,
 		},
 	}
+}
+
+// CAFile is the cluster's CA certificate (PEM), which signs the apiserver's
+// serving certificate and every client certificate: a kubelet's
+// --client-ca-file.
+func (c *Cluster) CAFile() string { return filepath.Join(c.cfg.Dir, "ca.crt") }
+
+// ClientCert returns a new client certificate and key (PEM) signed by the
+// cluster's CA for user in groups, as kubeadm's certificates: the
+// apiserver and a kubelet given CAFile take it for that user.
+func (c *Cluster) ClientCert(user string, groups ...string) (certPEM, keyPEM []byte, err error) {
+	serial := c.nextSerial()
+	return c.pki.sign(serial, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, time.Now())
+}
+
+// nextSerial is the serial number of the next certificate the CA signs
+// after newPKI's.
+func (c *Cluster) nextSerial() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.serial++
+	return 100 + c.serial
+}
+
+// SignServing signs a PEM CERTIFICATE REQUEST as a serving certificate
+// for its subject, DNS names and IPs, valid a day, with the cluster's CA:
+// what a signer of kubernetes.io/kubelet-serving does for a kubelet's
+// CertificateSigningRequest.
+func (c *Cluster) SignServing(csrPEM []byte) ([]byte, error) {
+	b, _ := pem.Decode(csrPEM)
+	if b == nil || b.Type != "CERTIFICATE REQUEST" {
+		return nil, errors.New("cluster: no PEM CERTIFICATE REQUEST")
+	}
+	req, err := x509.ParseCertificateRequest(b.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	if err := req.CheckSignature(); err != nil {
+		return nil, err
+	}
+	serial := c.nextSerial()
+	now := time.Now()
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: req.Subject, DNSNames: req.DNSNames, IPAddresses: req.IPAddresses,
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, c.pki.ca, req.PublicKey, c.pki.caKey)
+	if err != nil {
+		return nil, err
+	}
+	return pemBlock("CERTIFICATE", der), nil
 }
 
 // Dir is the cluster's working directory (certificates, data, logs).

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
@@ -87,6 +88,7 @@ Flags:
 	fs.DurationVar(&o.objectCacheTTL, "object-cache-ttl", time.Minute, "with -cri: how long configMaps, secrets and services read for pods are used before they are read again")
 	o.dns.AddFlags(fs)
 	o.cgroups.AddFlags(fs)
+	o.serve.Cluster = true
 	o.serve.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -133,6 +135,10 @@ func (o *options) validate() error {
 	}
 	if err := o.cgroups.Validate(o.cri.Endpoint); err != nil {
 		return err
+	}
+	// a kubeconfig that cannot be read is reported when it is used
+	if ca, err := clusterCA(o.kubeconfig); err == nil {
+		o.serve.DefaultClientCAs = ca
 	}
 	if err := o.serve.Validate(); err != nil {
 		return err
@@ -233,6 +239,26 @@ func clients(path string) (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
+// clusterCA returns the CA (PEM) the kubeconfig at path trusts for its
+// apiserver, nil if it names none.
+func clusterCA(path string) ([]byte, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
+	}
+	if len(cfg.CAData) > 0 {
+		return cfg.CAData, nil
+	}
+	if cfg.CAFile != "" {
+		b, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
+		}
+		return b, nil
+	}
+	return nil, nil
+}
+
 // run is the program: it parses args, joins the cluster and runs the agent
 // until ctx ends (or -duration passes).
 func run(ctx context.Context, args []string, stderr io.Writer) error {
@@ -293,6 +319,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	started.Store(a)
+	o.serve.NodeName, o.serve.NodeIPs = o.nodeName, o.nodeIPs
+	o.serve.Tokens, o.serve.Reviews = cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews()
+	if o.serve.RotateServerCertificates() && o.serve.Port() != 0 {
+		dir, err := o.serve.CertDir()
+		if err != nil {
+			return err
+		}
+		sc := &servingCerts{csrs: cs.CertificatesV1().CertificateSigningRequests(), nodeName: o.nodeName,
+			names: o.serve.CertNames(), dir: dir, clock: clock.RealClock{}, log: log.WithName("certificate")}
+		o.serve.GetCertificate = sc.GetCertificate
+		cctx, stopCerts := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); sc.run(cctx) }()
+		defer func() { stopCerts(); <-done }()
+	}
 	sctx, stopServers := context.WithCancel(ctx)
 	wait, err := nodeflags.Serve(sctx, &o.serve, a, rt, reg, probeReg, log.WithName("server"))
 	if err != nil {

@@ -25,9 +25,14 @@
 //
 // It serves the kubelet's endpoints (package server): /healthz on
 // 127.0.0.1:10248 (-healthz-port), and /healthz, /pods, /runningpods/,
-// /metrics and /containerLogs on 127.0.0.1:10250 (-port; TLS
-// with -tls-cert-file, required off loopback); -read-only-port adds the
-// kubelet's read-only API. /metrics has the kubelet's metric names:
+// /metrics and /containerLogs on 127.0.0.1:10250 (-port), plain HTTP to
+// anyone, as the kubelet's flag defaults (-anonymous-auth,
+// -authorization-mode AlwaysAllow). -client-ca-file serves TLS (with
+// -tls-cert-file, else a self-signed certificate in -cert-dir) and makes a
+// client certificate it verifies a user; with -anonymous-auth=false only
+// such users are served, which an -address off loopback requires. A port in
+// use stops it at start. -read-only-port adds the kubelet's read-only API.
+// /metrics has the kubelet's metric names:
 //
 //	curl localhost:10248/healthz                       # ok
 //	curl -s localhost:10250/metrics | grep ^kubelet_

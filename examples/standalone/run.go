@@ -152,6 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	o.serve.NodeName = o.nodeName
 	sctx, stopServers := context.WithCancel(ctx)
 	wait, err := nodeflags.Serve(sctx, &o.serve, a, rt, reg, probeReg, log.WithName("server"))
 	if err != nil {

@@ -1,7 +1,10 @@
 // Package nodeflags holds the kubelet-style flags and the set-up they drive
 // that the example node agents (examples/standalone, examples/kubenode)
 // share: the CRI runtime and its opening, cluster DNS, QoS cgroups,
-// manifest URL headers, the node name, and the exit status. Errors in the
+// manifest URL headers, the node name, the kubelet's API ports with its
+// authentication and authorization flags and the self-signed serving
+// certificate (Server, Serve: every port bound before the agent runs), and
+// the exit status. Errors in the
 // command line wrap ErrUsage.
 //
 //	var dns nodeflags.DNS
