@@ -120,7 +120,9 @@ func TestAttachEndsWithItsContext(t *testing.T) {
 	require.NoError(t, sync(t, rt, pod, nil).Error())
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- rt.Attach(ctx, pod, newest(t, rt, pod, "app").ID, runtime.AttachIO{Stdout: io.Discard}) }()
+	go func() {
+		done <- rt.Attach(ctx, pod, newest(t, rt, pod, "app").ID, runtime.AttachIO{Stdout: io.Discard})
+	}()
 	require.Eventually(t, func() bool { return rt.CallCount("Attach") == 1 }, 10*time.Second, time.Millisecond)
 	cancel()
 	assert.NoError(t, <-done)
@@ -142,7 +144,7 @@ func TestPortForwardReachesTheInMemoryNetwork(t *testing.T) {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 2))
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, "ok", string(body))
-		require.NoError(t, <-done) // the pod closed its side
+		require.NoError(t, <-done)         // the pod closed its side
 		require.NoError(t, server.Close()) // as the kubelet API closes the stream
 		require.NoError(t, client.Close())
 	})
