@@ -456,3 +456,40 @@ func TestWebSocketPortForwardNeedsPorts(t *testing.T) {
 		assert.Error(t, err, q)
 	}
 }
+
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	f := newFixture(t, streaming.Config{IdleTimeout: 100 * time.Millisecond})
+	t.Run("spdy", func(t *testing.T) {
+		conn, _, err := streamingtest.SPDYDial(ctx(t), http.MethodPost, f.srv.URL+"/exec?command=block&output=1", "v4.channel.k8s.io")
+		require.NoError(t, err)
+		defer conn.Close()
+		for _, typ := range []string{"error", "stdout"} {
+			_, err := conn.CreateStream(http.Header{"Streamtype": {typ}})
+			require.NoError(t, err)
+		}
+		assert.ErrorIs(t, <-f.ended, context.Canceled)
+		<-conn.CloseChan()
+	})
+	t.Run("websocket", func(t *testing.T) {
+		c, err := streamingtest.WebSocketDial(ctx(t), f.srv.URL+"/exec?command=block&output=1", "v4.channel.k8s.io")
+		require.NoError(t, err)
+		defer c.Close()
+		assert.ErrorIs(t, <-f.ended, context.Canceled)
+	})
+}
+
+func BenchmarkSPDYExec(b *testing.B) {
+	s := streaming.New(streaming.Config{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServeExec(w, r, streaming.Options{Stdout: true}, session("hello"))
+	}))
+	defer srv.Close()
+	o := streamingtest.ExecOptions{Protocols: []string{"v4.channel.k8s.io"}, Stdout: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := streamingtest.SPDYExec(b.Context(), srv.URL, o)
+		if err != nil || res.Stdout != "hello\n" {
+			b.Fatalf("%q %v", res.Stdout, err)
+		}
+	}
+}
