@@ -67,14 +67,15 @@ func session(cmd string) streaming.Session {
 
 type fixture struct {
 	srv     *httptest.Server
-	ended   chan error // each session's end
-	forward chan int32 // each forward's port
+	started chan struct{} // each exec session's start
+	ended   chan error    // each session's end
+	forward chan int32    // each forward's port
 }
 
 func newFixture(t *testing.T, cfg streaming.Config) *fixture {
 	t.Helper()
 	s := streaming.New(cfg)
-	f := &fixture{ended: make(chan error, 10), forward: make(chan int32, 10)}
+	f := &fixture{started: make(chan struct{}, 1), ended: make(chan error, 10), forward: make(chan int32, 10)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/exec", func(w http.ResponseWriter, r *http.Request) {
 		opts, err := streaming.NewOptions(r)
@@ -84,6 +85,10 @@ func newFixture(t *testing.T, cfg streaming.Config) *fixture {
 		}
 		run := session(r.URL.Query().Get("command"))
 		s.ServeExec(w, r, opts, func(ctx context.Context, io runtime.AttachIO) error {
+			select {
+			case f.started <- struct{}{}:
+			default: // nobody waits for it
+			}
 			err := run(ctx, io)
 			f.ended <- err
 			return err
@@ -309,7 +314,7 @@ func TestClientGoingAwayEndsTheSession(t *testing.T) {
 			_, err := conn.CreateStream(http.Header{"Streamtype": {typ}})
 			require.NoError(t, err)
 		}
-		time.Sleep(50 * time.Millisecond) // let the session start
+		<-f.started
 		require.NoError(t, conn.Close())
 		assert.ErrorIs(t, <-f.ended, context.Canceled)
 	})
