@@ -498,3 +498,18 @@ func BenchmarkSPDYExec(b *testing.B) {
 		}
 	}
 }
+
+func TestWebSocketUnsupportedProtocolIsRefused(t *testing.T) {
+	f := newFixture(t, streaming.Config{})
+	_, err := streamingtest.WebSocketDial(ctx(t), f.srv.URL+"/exec?command=hello&output=1", "v9.channel.k8s.io")
+	assert.Error(t, err)
+	_, err = streamingtest.WebSocketDial(ctx(t), f.srv.URL+"/portForward?port=80", "v5.channel.k8s.io")
+	assert.Error(t, err)
+	select {
+	case err := <-f.ended:
+		t.Fatalf("a session ran: %v", err)
+	case port := <-f.forward:
+		t.Fatalf("port %d was forwarded", port)
+	default:
+	}
+}
