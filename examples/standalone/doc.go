@@ -25,18 +25,22 @@
 //
 // It serves the kubelet's endpoints (package server): /healthz on
 // 127.0.0.1:10248 (-healthz-port), and /healthz, /pods, /runningpods/,
-// /metrics and /containerLogs on 127.0.0.1:10250 (-port), plain HTTP to
-// anyone, as the kubelet's flag defaults (-anonymous-auth,
-// -authorization-mode AlwaysAllow). -client-ca-file serves TLS (with
-// -tls-cert-file, else a self-signed certificate in -cert-dir) and makes a
-// client certificate it verifies a user; with -anonymous-auth=false only
-// such users are served, which an -address off loopback requires. A port in
-// use stops it at start. -read-only-port adds the kubelet's read-only API.
-// /metrics has the kubelet's metric names:
+// /metrics, /containerLogs, /exec, /attach, /portForward and /run on
+// 127.0.0.1:10250 (-port), plain HTTP to anyone, as the kubelet's flag
+// defaults (-anonymous-auth, -authorization-mode AlwaysAllow); exec, attach
+// and port-forward as the runtime offers them: in process on the fake
+// runtime, proxied to the runtime's streaming server on a CRI runtime.
+// -client-ca-file serves TLS (with -tls-cert-file, else a self-signed
+// certificate in -cert-dir) and makes a client certificate it verifies a
+// user; with -anonymous-auth=false only such users are served, which an
+// -address off loopback requires. A port in use stops it at start.
+// -read-only-port adds the kubelet's read-only API. /metrics has the
+// kubelet's metric names:
 //
 //	curl localhost:10248/healthz                       # ok
 //	curl -s localhost:10250/metrics | grep ^kubelet_
 //	curl localhost:10250/containerLogs/default/web-$(hostname)/web?tailLines=5
+//	curl -X POST "localhost:10250/run/default/web-$(hostname)/web?cmd=ls+/"
 //
 // Run `go run ./examples/standalone -h` for every flag.
 package main

@@ -140,6 +140,9 @@ const (
 	mRemoveImage
 	mWatchContainerEvents
 	mExecSync
+	mExec
+	mAttach
+	mPortForward
 	// Steps inside SyncPod and KillPod, so faults can hit one step.
 	mCreatePodSandbox
 	mStartContainer
@@ -173,6 +176,12 @@ func (m method) String() string {
 		return "WatchContainerEvents"
 	case mExecSync:
 		return "ExecSync"
+	case mExec:
+		return "Exec"
+	case mAttach:
+		return "Attach"
+	case mPortForward:
+		return "PortForward"
 	case mCreatePodSandbox:
 		return "CreatePodSandbox"
 	case mStartContainer:
@@ -227,6 +236,9 @@ type Runtime struct {
 	rec        runtime.EventRecorder
 	hooks      *lifecycle.Runner
 	hookRuns   []HookRun
+	// changed, if set, is closed at the next log line or container change
+	// (Attach waits on it).
+	changed chan struct{}
 	// execPods finds the pod of a container ExecSync was asked about.
 	execPods map[runtime.ContainerID]*podState
 }

@@ -88,7 +88,7 @@ func (o *Server) AddFlags(fs *flag.FlagSet) {
 		addr, mode = "0.0.0.0", AuthzWebhook
 	}
 	fs.StringVar(&o.address, "address", addr, "IP address to serve -port and -read-only-port on; a non-loopback one needs authentication (-anonymous-auth=false or -authorization-mode Webhook) and no -read-only-port")
-	fs.IntVar(&o.port, "port", server.DefaultPort, "port of the agent's API (/healthz, /pods, /runningpods/, /metrics, /containerLogs); 0 disables it")
+	fs.IntVar(&o.port, "port", server.DefaultPort, "port of the agent's API (/healthz, /pods, /runningpods/, /metrics, /containerLogs, /exec, /attach, /portForward, /run); 0 disables it")
 	fs.IntVar(&o.readOnlyPort, "read-only-port", 0, "port of the read-only API (/healthz, /pods, /metrics), plain HTTP without authentication; 0 disables it, as by default in the kubelet's config")
 	fs.StringVar(&o.healthzAddress, "healthz-bind-address", "127.0.0.1", "IP address of the healthz endpoint")
 	fs.IntVar(&o.healthzPort, "healthz-port", server.DefaultHealthzPort, "port of the healthz endpoint (/healthz only); 0 disables it")
@@ -300,6 +300,20 @@ func Serve(ctx context.Context, o *Server, a *agent.Agent, rt runtime.Runtime, r
 	cfg := server.Config{Pods: a, RunningPods: rt, HealthChecks: checks, Metrics: reg, ProbeMetrics: probeReg, Log: log, Clock: o.Clock}
 	if l, ok := rt.(runtime.ContainerLogs); ok {
 		cfg.Logs = l
+	}
+	// exec, attach and port-forward: proxied to a CRI runtime's streaming
+	// server, or served in process (runtime/fake); /run through ExecSync.
+	if u, ok := rt.(runtime.StreamURLer); ok {
+		cfg.StreamURLs = u
+	}
+	if cs, ok := rt.(runtime.ContainerStreamer); ok {
+		cfg.Streaming = cs
+	}
+	if pf, ok := rt.(runtime.PortForwarder); ok {
+		cfg.PortForward = pf
+	}
+	if cr, ok := rt.(runtime.CommandRunner); ok {
+		cfg.Exec = cr
 	}
 	return serve(ctx, o, cfg, log)
 }
