@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,7 +95,7 @@ func (v ThresholdValue) String() string {
 	if v.Quantity != nil {
 		return v.Quantity.String()
 	}
-	return strconv.FormatFloat(float64(v.Percentage)*100, 'f', -1, 32) + "%"
+	return strconv.FormatFloat(math.Round(float64(v.Percentage)*1e6)/1e4, 'f', -1, 64) + "%"
 }
 
 // Threshold is met when its signal is below Value (the kubelet's only
