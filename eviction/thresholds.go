@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -326,4 +327,29 @@ func HardEvictionReservation(thresholds []Threshold, capacity v1.ResourceList) v
 		}
 	}
 	return out
+}
+
+// SetNodeAllocatable is a node status setter (it fits node.Setter): it
+// takes the hard thresholds' reservation (HardEvictionReservation of the
+// status's capacity) off status.allocatable, as the kubelet's allocatable
+// does. Do not also give the thresholds to cm.Config.EvictionHard of a
+// cm.Manager whose SetNodeAllocatable runs: they would be taken twice.
+func (m *Manager) SetNodeAllocatable(_ context.Context, status *v1.NodeStatus) error {
+	reserved := HardEvictionReservation(m.cfg.Thresholds, status.Capacity)
+	if len(reserved) == 0 || status.Allocatable == nil {
+		return nil
+	}
+	alloc := make(v1.ResourceList, len(status.Allocatable))
+	for name, q := range status.Allocatable {
+		if r, ok := reserved[name]; ok {
+			q = q.DeepCopy()
+			q.Sub(r)
+			if q.Sign() < 0 {
+				q = *resource.NewQuantity(0, q.Format)
+			}
+		}
+		alloc[name] = q
+	}
+	status.Allocatable = alloc
+	return nil
 }

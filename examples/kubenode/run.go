@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/nodeflags"
 	"github.com/nodekit/nodekit/node"
@@ -52,6 +53,7 @@ type options struct {
 	objectCacheTTL       time.Duration
 	dns                  nodeflags.DNS
 	cgroups              nodeflags.Cgroups
+	eviction             nodeflags.Eviction
 	serve                nodeflags.Server
 }
 
@@ -87,6 +89,7 @@ Flags:
 	fs.DurationVar(&o.objectCacheTTL, "object-cache-ttl", time.Minute, "with -cri: how long configMaps, secrets and services read for pods are used before they are read again")
 	o.dns.AddFlags(fs)
 	o.cgroups.AddFlags(fs)
+	o.eviction.AddFlags(fs)
 	o.serve.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -132,6 +135,9 @@ func (o *options) validate() error {
 		return err
 	}
 	if err := o.cgroups.Validate(o.cri.Endpoint); err != nil {
+		return err
+	}
+	if err := o.eviction.Validate(); err != nil {
 		return err
 	}
 	if err := o.serve.Validate(); err != nil {
@@ -288,6 +294,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ProbeRegisterer: probeReg,
 	}
 	o.pods.Apply(&cfg)
+	o.eviction.Apply(&cfg, summaryProvider(rt))
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err
@@ -337,6 +344,13 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, reg pr
 	}
 	return m, func() { m.Close(); stopSources() }, nil
 }
+
+// summaryProvider is the node's Summary API that the eviction manager
+// watches, or nil (no eviction manager). None is wired yet: nodekit's stats
+// provider (the Summary of /stats/summary, over rt) goes here, as
+// eviction.SummaryProviderFunc(func(ctx context.Context, _ bool)
+// (*statsapi.Summary, error) { return p.GetStatsSummary(ctx) }).
+func summaryProvider(runtime.Runtime) eviction.SummaryProvider { return nil }
 
 // kubeletPort is the port the Node reports for -port: none when -port 0
 // turns the agent's API off.
