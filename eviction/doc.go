@@ -29,6 +29,7 @@
 //	-eviction-minimum-reclaim             memory.available=500Mi
 //	-eviction-pressure-transition-period  5m (Config.PressureTransitionPeriod)
 //	-eviction-max-pod-grace-period        0 (Config.MaxPodGracePeriodSeconds)
+//	-kernel-memcg-notification            false (Config.MemoryNotifier: MemcgNotifier)
 //
 // containerfs thresholds are never configured: as the kubelet's, they are
 // nodefs's (one file system, or writable layers apart from images) or
@@ -76,10 +77,9 @@
 //
 // # Differences from the kubelet
 //
-//   - Memory notifications (--kernel-memcg-notification) are a
-//     NotifierFactory the caller gives (the kubelet's cgroup v1 eventfd is
-//     not shipped); a notification wakes Run's loop rather than running a
-//     pass on the notifier's goroutine.
+//   - A memory notification (MemcgNotifier, cgroup v1's eventfd as the
+//     kubelet's; any NotifierFactory) wakes Run's loop rather than running
+//     a pass on the notifier's goroutine, so passes never overlap.
 //   - Whether the image and container file systems are dedicated is told
 //     by DiskInfo or, without, guessed from the first summary (a capacity
 //     or inode count other than nodefs's); the kubelet asks cAdvisor and

@@ -17,13 +17,14 @@ type Eviction struct {
 	hard, soft, softGrace, minReclaim string
 	transition                        time.Duration
 	maxPodGrace                       int64
+	memcg                             bool
 	thresholds                        []eviction.Threshold
 }
 
 // AddFlags defines -eviction-hard, -eviction-soft,
 // -eviction-soft-grace-period, -eviction-minimum-reclaim,
-// -eviction-pressure-transition-period and -eviction-max-pod-grace-period
-// on fs, with the kubelet's defaults.
+// -eviction-pressure-transition-period, -eviction-max-pod-grace-period and
+// -kernel-memcg-notification on fs, with the kubelet's defaults.
 func (e *Eviction) AddFlags(fs *flag.FlagSet) {
 	def := eviction.DefaultEvictionHard()
 	var parts []string
@@ -36,6 +37,7 @@ func (e *Eviction) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&e.minReclaim, "eviction-minimum-reclaim", "", "`signal=quantity-or-percent,...` a met threshold stays met until the signal is this much above it")
 	fs.DurationVar(&e.transition, "eviction-pressure-transition-period", 5*time.Minute, "how long a pressure condition stays after its last threshold went")
 	fs.Int64Var(&e.maxPodGrace, "eviction-max-pod-grace-period", 0, "grace period in seconds, at most, of pods evicted for a soft threshold; negative: the pod's own")
+	fs.BoolVar(&e.memcg, "kernel-memcg-notification", false, "check memory thresholds as soon as the kernel's memory cgroup notification fires, besides every 10s (cgroup v1 only)")
 }
 
 // Validate parses the thresholds.
@@ -77,5 +79,8 @@ func (e *Eviction) Apply(c *agent.Config, summary eviction.SummaryProvider) {
 		Thresholds:               append([]eviction.Threshold{}, e.thresholds...),
 		PressureTransitionPeriod: e.transition,
 		MaxPodGracePeriodSeconds: e.maxPodGrace,
+	}
+	if e.memcg {
+		c.Eviction.MemoryNotifier = eviction.MemcgNotifier{}
 	}
 }
