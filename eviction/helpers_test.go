@@ -28,6 +28,8 @@ type node struct {
 	// pids: max and running.
 	maxPID, procs int64
 	pods          []statsapi.PodStats
+	// sysPods, if set, is the "pods" system container.
+	sysPods *statsapi.ContainerStats
 	// stamp, if set, gives the stats' time.
 	stamp func() time.Time
 	calls int
@@ -67,6 +69,9 @@ func (n *node) Get(context.Context, bool) (*statsapi.Summary, error) {
 		Fs:      n.nodeFs.stats(t),
 		Runtime: &statsapi.RuntimeStats{ImageFs: n.imageFs.stats(t), ContainerFs: n.containerFs.stats(t)},
 	}, Pods: n.pods}
+	if n.sysPods != nil {
+		s.Node.SystemContainers = []statsapi.ContainerStats{*n.sysPods}
+	}
 	if n.maxPID > 0 {
 		s.Node.Rlimit = &statsapi.RlimitStats{Time: t, MaxPID: ptr.To(n.maxPID), NumOfRunningProcesses: ptr.To(n.procs)}
 	}
@@ -238,7 +243,9 @@ func newEnv(t testing.TB, cfg eviction.Config, specs ...podSpec) *env {
 			e.node.pods = append(e.node.pods, *st)
 		}
 	}
-	cfg.Summary = e.node
+	if cfg.Summary == nil {
+		cfg.Summary = e.node
+	}
 	cfg.Killer = e.kill
 	cfg.ActivePods = func() []*v1.Pod { return e.pods }
 	cfg.Clock = e.clock
