@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
@@ -52,7 +54,15 @@ type Agent struct {
 	prober  *prober.Manager
 	extra   map[string]chan podconfig.PodUpdate
 	secrets *objects.Cache // nil without Config.Secrets
-	metrics *agentMetrics  // nil: none
+	// imageGC is the image garbage collector when the runtime manages
+	// images; nil otherwise.
+	imageGC *imageGC
+	// eviction is the eviction manager of Config.Eviction, or nil.
+	eviction *eviction.Manager
+	// sourcesReady reports whether every source has sent its pods; set in
+	// Run, read by the eviction manager's container GC.
+	sourcesReady atomic.Pointer[func() bool]
+	metrics      *agentMetrics // nil: none
 
 	// runtimeErr holds why the last runtime check failed, or a nil error.
 	runtimeErr atomic.Pointer[error]
@@ -103,7 +113,15 @@ func New(c Config) (*Agent, error) {
 		}
 		a.extra[s] = make(chan podconfig.PodUpdate, 16)
 	}
+	if ir, ok := c.Runtime.(imageRuntime); ok {
+		a.imageGC = newImageGC(ir, c)
+	}
 	var err error
+	if c.Eviction != nil {
+		if a.eviction, err = a.newEviction(); err != nil {
+			return nil, err
+		}
+	}
 	nodes := c.Nodes
 	if c.Node != nil {
 		if a.node, err = a.newNode(); err != nil {
@@ -115,6 +133,10 @@ func New(c Config) (*Agent, error) {
 			// to enforce: they preempt for a critical pod.
 			a.cfg.AdmitHandlers = append(defaultAdmitHandlers(a.cfg, false), a.nodeAdmitHandler(a.node))
 		}
+	}
+	if a.eviction != nil {
+		// First, as the kubelet's: pressure refuses before any other check.
+		a.cfg.AdmitHandlers = append([]admission.PodAdmitHandler{a.eviction}, a.cfg.AdmitHandlers...)
 	}
 	a.status, err = status.NewManager(status.Config{
 		PodClient:      c.StatusClient,
@@ -248,6 +270,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	ready := podconfig.NewSourcesReady(podCfg.SeenAllSources)
+	allReady := ready.AllReady
+	a.sourcesReady.Store(&allReady)
 
 	a.checkRuntime(inner)
 	spawn("runtime-check", inner, func(ctx context.Context) error {
@@ -263,8 +287,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	if gc, ok := c.Runtime.(runtime.GarbageCollector); ok && c.ContainerGCPeriod > 0 {
 		spawn("container-gc", inner, func(ctx context.Context) error { return a.runContainerGC(ctx, gc, ready.AllReady) })
 	}
-	if ir, ok := c.Runtime.(imageRuntime); ok && c.ImageGCPeriod > 0 {
-		spawn("image-gc", inner, func(ctx context.Context) error { return a.runImageGC(ctx, newImageGC(ir, c)) })
+	if a.imageGC != nil && c.ImageGCPeriod > 0 {
+		spawn("image-gc", inner, func(ctx context.Context) error { return a.runImageGC(ctx, a.imageGC) })
+	}
+	if a.eviction != nil {
+		spawn("eviction", inner, a.eviction.Run)
 	}
 	nodeErr := make(chan error, 1)
 	if a.node != nil {

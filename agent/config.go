@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podconfig/apiserver"
@@ -70,6 +71,20 @@ type Config struct {
 	// PLEG's health to HealthChecks; the registered Node is then the owner
 	// of mirror pods. nil: no Node is registered.
 	Node *node.Config
+	// Eviction, when set, runs the kubelet's eviction manager (package
+	// eviction) with the agent: it watches the node's signals in
+	// Eviction.Summary (required then; the stats provider of
+	// /stats/summary), is the Node's PressureSource (MemoryPressure,
+	// DiskPressure, PIDPressure) unless Node sets one, takes its hard
+	// thresholds off the Node's allocatable (a Setter), is the first admit
+	// handler (whatever AdmitHandlers is), and evicts pods through the
+	// kill path of critical pod preemption (Failed, reason Evicted, a
+	// DisruptionTarget condition). The agent fills, where unset,
+	// ActivePods, Killer, PodCleanedUp, ContainerGC (the Runtime's
+	// runtime.GarbageCollector with ContainerGCPolicy), ImageGC (every
+	// unused image past ImageMinimumGCAge, when the Runtime manages
+	// images), NodeRef, Recorder, Clock and Log. nil: no eviction.
+	Eviction *eviction.Config
 	// Secrets reads the secrets of a namespace for the pods' image pull
 	// secrets; client-go's CoreV1().Secrets(namespace) fits. Each is read
 	// at most once a minute. nil: none can be read, and pods naming pull

@@ -68,6 +68,12 @@
 // of this package: see custom_test.go, and podworkers.PodSyncer for what a
 // syncer must do.
 //
+// Config.Eviction runs the kubelet's eviction manager (package eviction)
+// over a stats provider's Summary: it is the Node's pressure source, takes
+// its hard thresholds off allocatable, refuses pods under pressure (first
+// of the admit handlers) and evicts one pod at a time through the kill
+// path of critical pod preemption, with reason Evicted.
+//
 // RunOnce is the kubelet's --runonce instead of Run: it runs the pods of the
 // static sources once until each runs or has completed, reports per pod and
 // returns, leaving the pods as they are.

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -50,10 +53,12 @@ type imageRuntime interface {
 // usage is down to the low threshold. An image a container (of any state)
 // uses, or a pinned image, is never removed.
 type imageGC struct {
+	// mu serialises rounds: the periodic one and the eviction manager's.
+	mu        sync.Mutex
 	rt        imageRuntime
 	high, low int
 	minAge    time.Duration
-	// firstSeen and lastUsed are by image ID; owned by the GC goroutine.
+	// firstSeen and lastUsed are by image ID.
 	firstSeen, lastUsed map[string]time.Time
 }
 
@@ -64,6 +69,21 @@ func newImageGC(rt imageRuntime, c Config) *imageGC {
 
 // collect runs one round at now and returns the bytes freed.
 func (g *imageGC) collect(ctx context.Context, now time.Time) (uint64, error) {
+	return g.round(ctx, now, false)
+}
+
+// deleteUnused removes every unused image past the minimum age, whatever
+// the thresholds: the kubelet's DeleteUnusedImages, the eviction manager's
+// node-level reclaim of disk.
+func (g *imageGC) deleteUnused(ctx context.Context, now time.Time) error {
+	_, err := g.round(ctx, now, true)
+	return err
+}
+
+// round is a round of collect, or with all of deleteUnused.
+func (g *imageGC) round(ctx context.Context, now time.Time, all bool) (uint64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	images, err := g.rt.ListImages(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("list images: %w", err)
@@ -99,10 +119,13 @@ func (g *imageGC) collect(ctx context.Context, now time.Time) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("image filesystem info: %w", err)
 	}
-	if st.CapacityBytes == 0 || st.UsedBytes*100 < uint64(g.high)*st.CapacityBytes {
-		return 0, nil
+	var target uint64 = math.MaxUint64
+	if !all {
+		if st.CapacityBytes == 0 || st.UsedBytes*100 < uint64(g.high)*st.CapacityBytes {
+			return 0, nil
+		}
+		target = st.UsedBytes - st.CapacityBytes*uint64(g.low)/100
 	}
-	target := st.UsedBytes - st.CapacityBytes*uint64(g.low)/100
 
 	var candidates []runtime.Image
 	for _, img := range images {
@@ -130,6 +153,9 @@ func (g *imageGC) collect(ctx context.Context, now time.Time) (uint64, error) {
 		freed += img.Size
 		delete(g.firstSeen, img.ID)
 		delete(g.lastUsed, img.ID)
+	}
+	if all {
+		return freed, errors.Join(errs...)
 	}
 	if freed < target {
 		return freed, fmt.Errorf("freed %d of the %d bytes above the low threshold (%d%%): %v", freed, target, g.low, errs)

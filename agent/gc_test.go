@@ -109,3 +109,34 @@ func TestUnsetContainerGCPolicyIsTheKubelets(t *testing.T) {
 	want := runtime.GCPolicy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1}
 	assert.Equal(t, want, *c.ContainerGCPolicy, "any age, one dead instance per container, no overall limit")
 }
+
+// TestImageGCDeleteUnused: the eviction manager's reclaim removes every
+// unused image past the minimum age, below the high threshold too; used,
+// pinned and young images stay.
+func TestImageGCDeleteUnused(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rt, _ := fake.New(fake.Config{})
+	rt.SetImageFsCapacity(1 << 40) // far below any threshold
+	pod := newPod("in-use", v1.RestartPolicyAlways, "run")
+	require.NoError(t, rt.SyncPod(ctx, pod, nil, nil, nil).Error())
+	for _, ref := range []string{"img-a", "img-b", "img-pinned"} {
+		_, err := rt.PullImage(ctx, ref, nil)
+		require.NoError(t, err)
+	}
+	rt.SetImagePinned("img-pinned", true)
+	g := newImageGC(rt, Config{ImageGCHighThresholdPercent: 85, ImageGCLowThresholdPercent: 80, ImageMinimumGCAge: 2 * time.Minute})
+	require.NoError(t, g.deleteUnused(ctx, t0))
+	images, err := rt.ListImages(ctx)
+	require.NoError(t, err)
+	assert.Len(t, images, 4, "images first seen now are too young")
+
+	require.NoError(t, g.deleteUnused(ctx, t0.Add(3*time.Minute)))
+	images, err = rt.ListImages(ctx)
+	require.NoError(t, err)
+	var refs []string
+	for _, img := range images {
+		refs = append(refs, img.RepoTags[0])
+	}
+	assert.ElementsMatch(t, []string{"img-run", "img-pinned"}, refs)
+}

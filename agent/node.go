@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -13,7 +14,8 @@ import (
 // newNode builds the node controller of Config.Node: the agent's node
 // name, runtime, MaxPods (the pods capacity), clock and log, NodeIPs as
 // InternalIPs unless addresses are given, and the PLEG's health among the
-// checks that make the node NotReady.
+// checks that make the node NotReady; with Config.Eviction, the eviction
+// manager as pressure source and its allocatable setter.
 func (a *Agent) newNode() (*node.Controller, error) {
 	c := a.cfg
 	nc := *c.Node
@@ -32,6 +34,12 @@ func (a *Agent) newNode() (*node.Controller, error) {
 	}
 	// a.pleg is built after the controller; the check runs only in Run.
 	nc.HealthChecks = append([]node.HealthCheck{{Name: "PLEG", Check: func() (bool, error) { return a.pleg.Healthy() }}}, nc.HealthChecks...)
+	if a.eviction != nil {
+		if nc.Pressure == nil {
+			nc.Pressure = a.eviction
+		}
+		nc.Setters = append(slices.Clip(nc.Setters), a.eviction.SetNodeAllocatable)
+	}
 	if nc.Clock == nil {
 		nc.Clock = c.Clock
 	}

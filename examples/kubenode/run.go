@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/nodeflags"
 	"github.com/nodekit/nodekit/node"
@@ -53,6 +54,7 @@ type options struct {
 	objectCacheTTL       time.Duration
 	dns                  nodeflags.DNS
 	cgroups              nodeflags.Cgroups
+	eviction             nodeflags.Eviction
 	serve                nodeflags.Server
 }
 
@@ -89,6 +91,7 @@ Flags:
 	o.dns.AddFlags(fs)
 	o.cgroups.AddFlags(fs)
 	o.serve.Cluster = true
+	o.eviction.AddFlags(fs)
 	o.serve.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -134,6 +137,9 @@ func (o *options) validate() error {
 		return err
 	}
 	if err := o.cgroups.Validate(o.cri.Endpoint); err != nil {
+		return err
+	}
+	if err := o.eviction.Validate(); err != nil {
 		return err
 	}
 	// a kubeconfig that cannot be read is reported when it is used
@@ -314,6 +320,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ProbeRegisterer: probeReg,
 	}
 	o.pods.Apply(&cfg)
+	o.eviction.Apply(&cfg, summaryProvider(rt))
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err
@@ -378,6 +385,13 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, reg pr
 	}
 	return m, func() { m.Close(); stopSources() }, nil
 }
+
+// summaryProvider is the node's Summary API that the eviction manager
+// watches, or nil (no eviction manager). None is wired yet: nodekit's stats
+// provider (the Summary of /stats/summary, over rt) goes here, as
+// eviction.SummaryProviderFunc(func(ctx context.Context, _ bool)
+// (*statsapi.Summary, error) { return p.GetStatsSummary(ctx) }).
+func summaryProvider(runtime.Runtime) eviction.SummaryProvider { return nil }
 
 // kubeletPort is the port the Node reports for -port: none when -port 0
 // turns the agent's API off.
