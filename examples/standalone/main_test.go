@@ -70,6 +70,7 @@ func start(t *testing.T, args ...string) *started {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &started{cancel: cancel, done: make(chan error, 1)}
+	args = noDefaultPorts(args)
 	go func() { s.done <- run(ctx, args, &s.stdout, &s.stderr) }()
 	t.Cleanup(func() {
 		cancel()
@@ -80,6 +81,14 @@ func start(t *testing.T, args ...string) *started {
 		}
 	})
 	return s
+}
+
+// noDefaultPorts turns the API and healthz ports off unless args set them
+// (a later flag wins): another process, or another test package running
+// at the same time, may hold the kubelet's default ports, and a port in
+// use stops the agent at start.
+func noDefaultPorts(args []string) []string {
+	return append([]string{"-port", "0", "-healthz-port", "0"}, args...)
 }
 
 // stop cancels run and returns its error.
@@ -228,7 +237,7 @@ func TestPodsFromManifestURLWithHeaders(t *testing.T) {
 
 func TestDurationStopsTheProgram(t *testing.T) {
 	var stdout, stderr testenv.Buffer
-	err := run(context.Background(), []string{"-pod-manifest-path", "manifests/web.yaml", "-node-name", "n", "-duration", "100ms"}, &stdout, &stderr)
+	err := run(context.Background(), noDefaultPorts([]string{"-pod-manifest-path", "manifests/web.yaml", "-node-name", "n", "-duration", "100ms"}), &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
