@@ -95,6 +95,9 @@ type Behavior struct {
 	// probes), until the container has run this long, so a readiness probe
 	// passes only then. Zero: at once.
 	ReadyAfter time.Duration
+	// Usage is the container's resource use from its start (ListPodStats,
+	// NodeStats); SetUsage changes it while it runs.
+	Usage Usage
 }
 
 // Call is one recorded call.
@@ -219,6 +222,10 @@ type Runtime struct {
 	podBehav   func(*v1.Pod, *v1.Container) (Behavior, bool)
 	// execPods finds the pod of a container ExecSync was asked about.
 	execPods map[runtime.ContainerID]*podState
+	// started, nodeCap and overhead are the node NodeStats reports.
+	started  time.Time
+	nodeCap  NodeCapacity
+	overhead usageState
 }
 
 var (
@@ -273,6 +280,8 @@ func New(c Config) (*Runtime, error) {
 		images:      map[string]string{},
 		pods:        map[types.UID]*podState{},
 		podBehav:    c.PodBehavior,
+		started:     c.Clock.Now(),
+		nodeCap:     NodeCapacity{}.withDefaults(),
 		status: runtime.RuntimeStatus{Conditions: []runtime.RuntimeCondition{
 			{Type: runtime.RuntimeReady, Status: true},
 			{Type: runtime.NetworkReady, Status: true},

@@ -78,6 +78,8 @@ type container struct {
 	readyAt time.Time
 	// ports are the TCP ports its spec declares.
 	ports []int32
+	// usage is its scripted resource use.
+	usage usageState
 }
 
 // tcpPorts are the TCP container ports c declares.

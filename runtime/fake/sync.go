@@ -183,6 +183,7 @@ func (r *Runtime) start(ctx context.Context, pod *v1.Pod, p *podState, c *v1.Con
 		termExitCode: b.TermExitCode,
 		readyAt:      now.Add(b.ReadyAfter),
 		ports:        tcpPorts(c),
+		usage:        usageState{u: b.Usage, since: now},
 	}
 	if prev := p.newest(c.Name); prev != nil {
 		ctr.restarts = prev.restarts + 1
