@@ -9,18 +9,28 @@
 //   - /runningpods/: what the runtime runs, as pods with their containers.
 //   - /metrics: a prometheus.Gatherer, such as the registry the agent's
 //     metrics are on.
+//   - /stats/summary (GET or POST): the kubelet's stats Summary in JSON
+//     from a StatsProvider (package stats, or a virtual-kubelet provider's
+//     GetStatsSummary), CPU and memory only with ?only_cpu_and_memory=true;
+//     500 "Internal Error: ..." when it fails, 404 when the provider has
+//     no stats (runtime.ErrNotSupported). As in the kubelet v1.37, no other
+//     /stats path is served.
+//   - /metrics/resource: the kubelet's resource metrics
+//     (node_cpu_usage_seconds_total, container_memory_working_set_bytes,
+//     ...) from a ResourceMetricsProvider, what metrics-server scrapes.
 //   - /containerLogs/{namespace}/{pod}/{container}: a container's logs with
 //     the kubelet's query (follow, tailLines, limitBytes, timestamps,
 //     sinceSeconds, sinceTime, previous), its status codes and messages,
 //     read through a runtime's optional runtime.ContainerLogs (runtime/cri
 //     reads the CRI log files under the pod log directory).
 //
-// A ReadOnly server is the kubelet's read-only port: healthz, pods and
-// metrics only. HealthzHandler is the separate healthz port (10248) with
+// A ReadOnly server is the kubelet's read-only port: healthz, pods, the
+// stats summary and metrics only. HealthzHandler is the separate healthz port (10248) with
 // /healthz alone. Auth puts the kubelet's authentication and authorization
 // filter in front (401, 403 with its message; as the kubelet's fine-grained
 // authorization, /pods, /runningpods/, /healthz and /configz are allowed by
-// their own subresource or by proxy), through two small
+// their own subresource or by proxy; /stats by nodes/stats and
+// /metrics/resource by nodes/metrics alone), through two small
 // interfaces in the shape of its webhook authenticator and authorizer,
 // every authenticated user but the anonymous one put in
 // system:authenticated as the kubelet's; without Auth, serve on loopback
@@ -41,12 +51,13 @@
 //		RunningPods:  rt,
 //		Logs:         rt, // if rt implements runtime.ContainerLogs
 //		Metrics:      reg,
+//		Stats:        sp, // *stats.Provider
+//		ResourceMetrics: sp,
 //		HealthChecks: []server.HealthCheck{{Name: "syncloop", Check: a.SyncLoopHealthy}, {Name: "pleg", Check: a.PLEGHealthy}},
 //	})
 //	if err != nil { ... }
 //	go server.ListenAndServe(ctx, "127.0.0.1:10250", srv.Handler(), tlsConfig)
 //
-// Not served (yet): /stats, /spec, /logs, /exec, /attach, /portForward,
-// /run, /checkpoint, /configz, /debug/pprof, /metrics/cadvisor,
-// /metrics/resource, /metrics/probes.
+// Not served (yet): /spec, /logs, /exec, /attach, /portForward,
+// /run, /checkpoint, /configz, /debug/pprof, /metrics/cadvisor.
 package server

@@ -67,8 +67,13 @@ type Config struct {
 	// Logs serves /containerLogs/{namespace}/{pod}/{container} (not in
 	// ReadOnly mode); a runtime that implements runtime.ContainerLogs fits.
 	Logs runtime.ContainerLogs
-	// ReadOnly serves only /healthz, /pods, /metrics and /metrics/probes,
-	// as the kubelet's read-only port.
+	// Stats serves /stats/summary; *stats.Provider fits (package stats).
+	Stats StatsProvider
+	// ResourceMetrics serves /metrics/resource; *stats.Provider fits.
+	ResourceMetrics ResourceMetricsProvider
+	// ReadOnly serves only /healthz, /pods, /stats/summary, /metrics,
+	// /metrics/probes and /metrics/resource, as the kubelet's read-only
+	// port.
 	ReadOnly bool
 	// Auth, if set, authenticates and authorizes every request, as the
 	// kubelet's webhook authentication and authorization do. nil: every
@@ -116,6 +121,13 @@ func New(c Config) (*Server, error) {
 	}
 	if c.ProbeMetrics != nil {
 		s.mux.Handle("GET /metrics/probes", promhttp.HandlerFor(c.ProbeMetrics, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	}
+	if c.Stats != nil {
+		s.mux.HandleFunc("GET /stats/summary", s.getStatsSummary)
+		s.mux.HandleFunc("POST /stats/summary", s.getStatsSummary)
+	}
+	if c.ResourceMetrics != nil {
+		s.mux.Handle("GET /metrics/resource", s.resourceMetrics())
 	}
 	if !c.ReadOnly {
 		if c.RunningPods != nil {
