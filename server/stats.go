@@ -75,12 +75,16 @@ func (s *Server) statsError(w http.ResponseWriter, err error) {
 	http.Error(w, "Internal Error: "+err.Error(), http.StatusInternalServerError)
 }
 
-// resourceMetrics serves /metrics/resource over the request's context.
+// resourceMetrics serves /metrics/resource over the request's context; a
+// provider that has none (runtime.ErrNotSupported) gets 404.
 func (s *Server) resourceMetrics() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-			return s.cfg.ResourceMetrics.GetMetricsResource(r.Context())
-		})
+		mfs, err := s.cfg.ResourceMetrics.GetMetricsResource(r.Context())
+		if errors.Is(err, runtime.ErrNotSupported) {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return mfs, err })
 		promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
@@ -123,7 +124,20 @@ func TestStatsSummaryErrors(t *testing.T) {
 	}
 }
 
+// metricsFunc is a ResourceMetricsProvider from a func.
+type metricsFunc func(context.Context) ([]*dto.MetricFamily, error)
+
+func (f metricsFunc) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
+	return f(ctx)
+}
+
 func TestStatsPathsServed(t *testing.T) {
+	notSupported := func(c *server.Config) {
+		c.ResourceMetrics = metricsFunc(func(context.Context) ([]*dto.MetricFamily, error) { return nil, runtime.ErrNotSupported })
+	}
+	failing := func(c *server.Config) {
+		c.ResourceMetrics = metricsFunc(func(context.Context) ([]*dto.MetricFamily, error) { return nil, errors.New("boom") })
+	}
 	for _, tc := range []struct {
 		name string
 		mod  func(*server.Config)
@@ -136,6 +150,8 @@ func TestStatsPathsServed(t *testing.T) {
 		{"no resource metrics without a provider", func(c *server.Config) { c.ResourceMetrics = nil }, "/metrics/resource", http.StatusNotFound},
 		{"the read-only port serves the summary", func(c *server.Config) { c.ReadOnly = true }, "/stats/summary", http.StatusOK},
 		{"and the resource metrics", func(c *server.Config) { c.ReadOnly = true }, "/metrics/resource", http.StatusOK},
+		{"a provider without resource metrics is not found", notSupported, "/metrics/resource", http.StatusNotFound},
+		{"failing resource metrics are an error", failing, "/metrics/resource", http.StatusInternalServerError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := statsFixture(t, tc.mod)
