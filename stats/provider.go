@@ -39,7 +39,9 @@ type Config struct {
 	// PodCgroupRoot is the cgroup holding the pods' cgroups when the agent
 	// uses QoS cgroups (cm's "/kubepods", or "/kubepods.slice" with the
 	// systemd driver), which then give the pods' CPU, memory and process
-	// counts and the "pods" system container. "" without pod cgroups.
+	// counts and the "pods" system container. Default whichever of those
+	// two exists at New; "-" for none. Unused when the runtime is a
+	// runtime.NodeStatser.
 	PodCgroupRoot string
 	// ProcRoot and CgroupRoot are where /proc and the cgroup hierarchies
 	// are mounted, for tests. Defaults "/proc" and "/sys/fs/cgroup".
@@ -106,6 +108,17 @@ func New(c Config) (*Provider, error) {
 	p.pods, _ = c.Runtime.(runtime.PodStatsLister)
 	p.node, _ = c.Runtime.(runtime.NodeStatser)
 	p.imageFs, _ = c.Runtime.(runtime.ImageFsInfoer)
+	switch {
+	case p.node != nil || c.PodCgroupRoot == "-":
+		p.cfg.PodCgroupRoot = ""
+	case c.PodCgroupRoot == "":
+		for _, root := range []string{"/kubepods", "/kubepods.slice"} {
+			if p.cg.exists(root) {
+				p.cfg.PodCgroupRoot = root
+				break
+			}
+		}
+	}
 	return p, nil
 }
 
@@ -409,7 +422,7 @@ func (p *Provider) pod(rp *runtime.PodStats, cgroup string, update, cpuMem bool,
 // podsContainer is the "pods" system container, the cgroup all pods are
 // in, whose memory the allocatable memory eviction signal reads.
 func (p *Provider) podsContainer(update, cpuMem bool) *statsapi.ContainerStats {
-	if p.cfg.PodCgroupRoot == "" || p.node != nil {
+	if p.cfg.PodCgroupRoot == "" {
 		return nil
 	}
 	s, err := p.cg.read(p.cfg.PodCgroupRoot)

@@ -219,12 +219,12 @@ func TestHostSources(t *testing.T) {
 		podProcs, podsSystemWS     *uint64
 		wantNodeRSS                uint64
 	}{
-		{name: "cgroup v1 without pod cgroups: pods have no usage", cgroups: "testdata/cgroupv1",
+		{name: "cgroup v1 without pod cgroups: pods have no usage", cgroups: "testdata/cgroupv1", podRoot: "-",
 			nodeCPU: 200e9, nodeWS: 3e9, nodeAvail: 8192000000 - 3e9, wantNodeRSS: 2e9},
 		{name: "cgroup v1 with pod cgroups", cgroups: "testdata/cgroupv1", podRoot: "/kubepods",
 			nodeCPU: 200e9, nodeWS: 3e9, nodeAvail: 8192000000 - 3e9, wantNodeRSS: 2e9,
 			podCPU: ptr(uint64(2e9)), podWS: ptr(uint64(2.5e8)), ctrWS: ptr(uint64(2.1e8)), podProcs: ptr(uint64(7)), podsSystemWS: ptr(uint64(6e8))},
-		{name: "cgroup v2 with systemd pod cgroups: node memory from meminfo", cgroups: "testdata/cgroupv2", podRoot: "/kubepods.slice",
+		{name: "cgroup v2 with systemd pod cgroups found: node memory from meminfo", cgroups: "testdata/cgroupv2",
 			nodeCPU: 150e9, nodeWS: 5120000000, nodeAvail: 3072000000, wantNodeRSS: 2560000000,
 			podCPU: ptr(uint64(2e9)), podWS: ptr(uint64(2.5e8)), ctrWS: ptr(uint64(2.1e8)), podProcs: ptr(uint64(7)), podsSystemWS: ptr(uint64(6e8))},
 		{name: "no cgroups: node CPU from /proc/stat", cgroups: "testdata/nope",

@@ -16,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/server"
+	"github.com/nodekit/nodekit/stats"
 )
 
 // Server are the kubelet's server flags.
@@ -29,8 +30,8 @@ type Server struct {
 // -healthz-port, -tls-cert-file and -tls-private-key-file on fs.
 func (o *Server) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.address, "address", "127.0.0.1", "IP address to serve -port and -read-only-port on; a non-loopback one needs -tls-cert-file, since this agent has no authentication")
-	fs.IntVar(&o.port, "port", server.DefaultPort, "port of the agent's API (/healthz, /pods, /runningpods/, /metrics, /containerLogs); 0 disables it")
-	fs.IntVar(&o.readOnlyPort, "read-only-port", 0, "port of the read-only API (/healthz, /pods, /metrics), plain HTTP; 0 disables it, as by default in the kubelet's config")
+	fs.IntVar(&o.port, "port", server.DefaultPort, "port of the agent's API (/healthz, /pods, /runningpods/, /stats/summary, /metrics, /metrics/resource, /containerLogs); 0 disables it")
+	fs.IntVar(&o.readOnlyPort, "read-only-port", 0, "port of the read-only API (/healthz, /pods, /stats/summary, /metrics, /metrics/resource), plain HTTP; 0 disables it, as by default in the kubelet's config")
 	fs.StringVar(&o.healthzAddress, "healthz-bind-address", "127.0.0.1", "IP address of the healthz endpoint")
 	fs.IntVar(&o.healthzPort, "healthz-port", server.DefaultHealthzPort, "port of the healthz endpoint (/healthz only); 0 disables it")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "certificate (with intermediates) served on -port; with -tls-private-key-file")
@@ -87,6 +88,19 @@ func Serve(ctx context.Context, o *Server, a *agent.Agent, rt runtime.Runtime, r
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	var wg sync.WaitGroup
+	// Stats: a runtime's own (a virtual-kubelet provider's), else package
+	// stats over the runtime and the host, its CPU rates updated every 10s.
+	if sp, ok := rt.(interface {
+		server.StatsProvider
+		server.ResourceMetricsProvider
+	}); ok {
+		cfg.Stats, cfg.ResourceMetrics = sp, sp
+	} else if sp, err := stats.New(stats.Config{NodeName: a.NodeName(), Runtime: rt, Log: log.WithName("stats")}); err != nil {
+		log.Error(err, "No stats")
+	} else {
+		cfg.Stats, cfg.ResourceMetrics = sp, sp
+		wg.Go(func() { _ = sp.Run(ctx) })
+	}
 	run := func(name, addr string, build func() (*server.Server, error), healthzOnly bool, tc *tls.Config) error {
 		var h = server.HealthzHandler(checks...)
 		if !healthzOnly {
