@@ -142,6 +142,13 @@
 //     control characters) are skipped with the kubelet's
 //     InvalidEnvironmentVariableNames event, which current kubelets, relying
 //     on the apiserver's relaxed validation, no longer check. (podenv)
+//   - Stats come without cadvisor: the node's and pods' CPU and memory
+//     from cgroups and /proc read at each summary, so pod CPU rates
+//     (usageNanoCores) appear only once stats.Provider.Run (or another
+//     updating caller, as the eviction manager) took two samples, for the
+//     node and for pods alike; the kubelet's cadvisor keeps node rates
+//     itself. Summaries have no volume, network or PSI stats and no
+//     kubelet, runtime or misc system containers. (stats)
 //
 // Every external dependency (runtime, apiserver clients, clock, logger) is an
 // interface the caller can fill with a fake. The smallest useful assembly is
