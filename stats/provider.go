@@ -1,11 +1,12 @@
 package stats
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -331,17 +332,13 @@ func (p *Provider) podStats(ctx context.Context, update, cpuMem bool, rootFs, im
 	if p.cfg.PodCgroupRoot != "" {
 		podCgroups = p.cg.findPodCgroups(p.cfg.PodCgroupRoot)
 	}
+	slices.SortFunc(list, func(a, b runtime.PodStats) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	out := make([]statsapi.PodStats, 0, len(list))
 	for i := range list {
 		out = append(out, p.pod(&list[i], podCgroups[string(list[i].UID)], update, cpuMem, rootFs, imageFs))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].PodRef, out[j].PodRef
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
 	return out, nil
 }
 
