@@ -282,6 +282,7 @@ func New(c Config) (*Runtime, error) {
 		podBehav:    c.PodBehavior,
 		started:     c.Clock.Now(),
 		nodeCap:     NodeCapacity{}.withDefaults(),
+		overhead:    usageState{since: c.Clock.Now()},
 		status: runtime.RuntimeStatus{Conditions: []runtime.RuntimeCondition{
 			{Type: runtime.RuntimeReady, Status: true},
 			{Type: runtime.NetworkReady, Status: true},

@@ -67,7 +67,12 @@ func (s *usageState) at(now time.Time) (cpu, mem, disk uint64) {
 	if d < 0 {
 		d = 0
 	}
-	cpu = s.cpuBase + uint64(s.u.CPUMilli)*uint64(d)/1000
+	if m := uint64(max(s.u.CPUMilli, 0)); m > 0 {
+		// d/1000*m first: months of a few cores stay within uint64.
+		ns := uint64(d)
+		cpu = ns/1000*m + ns%1000*m/1000
+	}
+	cpu += s.cpuBase
 	secs := d.Seconds()
 	mem = s.u.MemoryBytes + uint64(float64(s.u.MemoryGrowth)*secs)
 	disk = s.u.DiskBytes + uint64(float64(s.u.DiskGrowth)*secs)

@@ -82,3 +82,13 @@ func TestDedicatedImageFs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(100<<20-4<<20), st.AvailableBytes, "image and writable layer on the image fs")
 }
+
+func TestCPUTimeOverAYearDoesNotOverflow(t *testing.T) {
+	rt, clk := newRuntime(t, fake.Config{})
+	rt.SetContainerBehavior("app", fake.Behavior{Usage: fake.Usage{CPUMilli: 64000}})
+	sync(t, rt, newPod("web", v1.RestartPolicyAlways, ctr("app")), runtime.NewBackoff(time.Second, time.Minute, 0, clk))
+	clk.Step(365 * 24 * time.Hour)
+	list, err := rt.ListPodStats(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, uint64(64*365*24*3600)*uint64(time.Second), *list[0].Containers[0].CPU.UsageCoreNanoSeconds, "64 cores for a year")
+}
