@@ -57,7 +57,8 @@ func (s *Server) getStatsSummary(w http.ResponseWriter, r *http.Request) {
 		s.statsError(w, err)
 		return
 	}
-	data, err := json.Marshal(summary)
+	// Indented with one space, as the kubelet's go-restful writes it.
+	data, err := json.MarshalIndent(summary, "", " ")
 	if err != nil {
 		s.statsError(w, err)
 		return

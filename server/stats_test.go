@@ -71,7 +71,10 @@ func TestStatsSummary(t *testing.T) {
 			defer resp.Body.Close()
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
-			dec := json.NewDecoder(resp.Body)
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.True(t, strings.HasPrefix(string(body), "{\n \"node\": {\n  \"nodeName\": \"n1\","), "indented as the kubelet's: %.60q", body)
+			dec := json.NewDecoder(strings.NewReader(string(body)))
 			dec.DisallowUnknownFields() // every field is the Summary API's
 			var s statsapi.Summary
 			require.NoError(t, dec.Decode(&s))

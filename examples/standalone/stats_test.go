@@ -15,7 +15,7 @@ func TestServesStats(t *testing.T) {
 
 	for _, port := range []string{ap, rp} {
 		code, body := httpGet(t, "http://127.0.0.1:"+port+"/stats/summary")
-		if code != http.StatusOK || !strings.Contains(body, `"nodeName":"test-node"`) || !strings.Contains(body, `"name":"web-test-node"`) {
+		if code != http.StatusOK || !strings.Contains(body, `"nodeName": "test-node"`) || !strings.Contains(body, `"name": "web-test-node"`) {
 			t.Errorf(":%s/stats/summary: %d %.300s", port, code, body)
 		}
 		code, body = httpGet(t, "http://127.0.0.1:"+port+"/metrics/resource")
