@@ -3,6 +3,8 @@ package stats_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -315,3 +317,35 @@ func TestRunUpdatesRates(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// writableLayers is a stubRuntime whose pods' containers have writable
+// layers, as a CRI runtime reports them.
+type writableLayers struct{ stubRuntime }
+
+func (w writableLayers) ListPodStats(context.Context) ([]runtime.PodStats, error) {
+	return []runtime.PodStats{{UID: fixtureUID, Name: "web", Namespace: "default", CreatedAt: t0,
+		Containers: []runtime.ContainerStats{{ID: runtime.ContainerID{Type: "containerd", ID: fixtureCID}, Name: "app", CreatedAt: t0,
+			WritableLayer: &runtime.FsUsage{Time: t0, UsedBytes: ptr(uint64(4096)), InodesUsed: ptr(uint64(3))}}}}}, nil
+}
+
+func TestContainerLogsCountInEphemeralStorage(t *testing.T) {
+	logs := t.TempDir()
+	dir := filepath.Join(logs, "default_web_"+fixtureUID, "app")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "0.log"), make([]byte, 1000), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "1.log"), make([]byte, 24), 0o644))
+	sp := newProvider(t, stats.Config{Runtime: writableLayers{}, Clock: clocktesting.NewFakeClock(t0),
+		ProcRoot: "testdata/proc", CgroupRoot: "testdata/nope", RootDir: t.TempDir(), PodLogsDir: logs})
+	s, err := sp.GetStatsSummary(context.Background())
+	require.NoError(t, err)
+	require.Len(t, s.Pods, 1)
+	c := s.Pods[0].Containers[0]
+	assert.Equal(t, uint64(1024), *c.Logs.UsedBytes, "the container's log files")
+	assert.Equal(t, uint64(3), *c.Logs.InodesUsed, "its directory and two files")
+	assert.Equal(t, s.Node.Fs.CapacityBytes, c.Logs.CapacityBytes, "logs are on nodefs")
+	assert.Equal(t, uint64(4096), *c.Rootfs.UsedBytes)
+	eph := s.Pods[0].EphemeralStorage
+	assert.Equal(t, uint64(4096+1024), *eph.UsedBytes, "writable layer plus logs")
+	assert.Equal(t, uint64(3+3), *eph.InodesUsed)
+	assert.Equal(t, s.Node.Fs.AvailableBytes, eph.AvailableBytes)
+}
