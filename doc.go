@@ -165,6 +165,13 @@
 //     runtime.WithKillMessage), else the agent's, so it is recorded once.
 //     FailedKillPod is not recorded for a kill cut short by a newer update
 //     of the pod. (agent)
+//   - Stats come without cadvisor: the node's and pods' CPU and memory
+//     from cgroups and /proc read at each summary, so pod CPU rates
+//     (usageNanoCores) appear only once stats.Provider.Run (or another
+//     updating caller, as the eviction manager) took two samples, for the
+//     node and for pods alike; the kubelet's cadvisor keeps node rates
+//     itself. Summaries have no volume, network or PSI stats and no
+//     kubelet, runtime or misc system containers. (stats)
 //
 // Every external dependency (runtime, apiserver clients, clock, logger) is an
 // interface the caller can fill with a fake. The smallest useful assembly is

@@ -211,6 +211,9 @@ func (a *Agent) Channel(source string) chan<- podconfig.PodUpdate {
 	return nil
 }
 
+// NodeName is the node the agent runs pods for (Config.NodeName).
+func (a *Agent) NodeName() string { return a.cfg.NodeName }
+
 // Status returns the agent's status manager, for a prober or a test.
 func (a *Agent) Status() *status.Manager { return a.status }
 

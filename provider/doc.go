@@ -25,6 +25,13 @@
 //     status: from NotifyPods at once, or for a provider without it from a
 //     poll of GetPodStatus every PollPeriod. The agent streams them with the
 //     evented PLEG; relisting (GetPods from memory) is only the safety net.
+//   - Stats: a provider's optional GetStatsSummary and GetMetricsResource
+//     (virtual-kubelet's /stats/summary and /metrics/resource handlers)
+//     are Runtime's GetStatsSummary and GetMetricsResource, which the
+//     kubelet API (package server: Config.Stats, Config.ResourceMetrics)
+//     serves; virtual-kubelet's own copy of the Summary type is converted
+//     through its JSON, and without GetMetricsResource the resource
+//     metrics are derived from the summary (package stats).
 //   - The NodeProvider is not this package's: give it to
 //     agent.Config.Node.Provider (package node), where a failing Ping makes
 //     the node NotReady and NotifyNodeStatus sends a status at once.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/stats"
 )
 
 // Event reasons, virtual-kubelet's.
@@ -73,6 +74,8 @@ type Runtime struct {
 	p        PodLifecycleHandler
 	notifier PodNotifier // nil: polled
 	log      logr.Logger
+	// summary is the provider's GetStatsSummary, nil without.
+	summary stats.SummaryFunc
 
 	mu       sync.Mutex
 	pods     map[types.UID]*record
@@ -118,6 +121,7 @@ func New(c Config) (*Runtime, error) {
 	}
 	r := &Runtime{cfg: c, p: c.Provider, log: c.Log, pods: map[types.UID]*record{}, names: map[string]types.UID{}}
 	r.notifier, _ = c.Provider.(PodNotifier)
+	r.summary = summaryFunc(c.Provider)
 	return r, nil
 }
 

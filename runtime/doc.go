@@ -6,7 +6,8 @@
 // The contract is the Runtime interface: seven methods that list running pods,
 // inspect one pod, bring a pod to its spec (SyncPod) and stop it (KillPod).
 // Optional capabilities (garbage collection, an image service, a stream of
-// container events) are separate small interfaces that callers detect with a
+// container events, pod and node stats: PodStatsLister, NodeStatser) are
+// separate small interfaces that callers detect with a
 // type assertion, so a provider implements only what it can.
 //
 // Besides the contract the package holds the pieces every runtime and every

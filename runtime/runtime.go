@@ -79,6 +79,12 @@ type ImageFsStats struct {
 	// UsedBytes is what the images take; CapacityBytes the filesystem's
 	// size (0: unknown).
 	UsedBytes, CapacityBytes uint64
+	// AvailableBytes is the filesystem's free space for unprivileged
+	// users, meaningful when CapacityBytes is not 0.
+	AvailableBytes uint64
+	// InodesUsed is what the images take (0: unknown); Inodes and
+	// InodesFree are the filesystem's (Inodes 0: unknown).
+	InodesUsed, Inodes, InodesFree uint64
 }
 
 // ImageFsInfoer is implemented by runtimes that report their image

@@ -9,6 +9,15 @@
 //   - /runningpods/: what the runtime runs, as pods with their containers.
 //   - /metrics: a prometheus.Gatherer, such as the registry the agent's
 //     metrics are on.
+//   - /stats/summary (GET or POST): the kubelet's stats Summary in JSON
+//     from a StatsProvider (package stats, or a virtual-kubelet provider's
+//     GetStatsSummary), CPU and memory only with ?only_cpu_and_memory=true;
+//     500 "Internal Error: ..." when it fails, 404 when the provider has
+//     no stats (runtime.ErrNotSupported). As in the kubelet v1.37, no other
+//     /stats path is served.
+//   - /metrics/resource: the kubelet's resource metrics
+//     (node_cpu_usage_seconds_total, container_memory_working_set_bytes,
+//     ...) from a ResourceMetricsProvider, what metrics-server scrapes.
 //   - /containerLogs/{namespace}/{pod}/{container}: a container's logs with
 //     the kubelet's query (follow, tailLines, limitBytes, timestamps,
 //     sinceSeconds, sinceTime, previous), its status codes and messages,
@@ -32,8 +41,8 @@
 //     stdout then stderr as the body; a non-zero exit is a 500 "command
 //     '...' exited with N: <stderr>".
 //
-// A ReadOnly server is the kubelet's read-only port: healthz, pods and
-// metrics only. HealthzHandler is the separate healthz port (10248) with
+// A ReadOnly server is the kubelet's read-only port: healthz, pods, the
+// stats summary and metrics only. HealthzHandler is the separate healthz port (10248) with
 // /healthz alone.
 //
 // Auth puts the kubelet's authentication and authorization filter in
@@ -79,11 +88,13 @@
 //		StreamURLs:   rt, // if rt implements runtime.StreamURLer (else Streaming, PortForward)
 //		Exec:         rt, // if rt implements runtime.CommandRunner
 //		Metrics:      reg,
+//		Stats:        sp, // *stats.Provider
+//		ResourceMetrics: sp,
 //		HealthChecks: []server.HealthCheck{{Name: "syncloop", Check: a.SyncLoopHealthy}, {Name: "pleg", Check: a.PLEGHealthy}},
 //	})
 //	if err != nil { ... }
 //	go server.ListenAndServe(ctx, "127.0.0.1:10250", srv.Handler(), tlsConfig)
 //
-// Not served (yet): /stats, /spec, /logs, /checkpoint, /configz,
-// /debug/pprof, /metrics/cadvisor, /metrics/resource, /metrics/probes.
+// Not served (yet): /spec, /logs, /checkpoint, /configz, /debug/pprof,
+// /metrics/cadvisor.
 package server

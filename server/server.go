@@ -89,8 +89,13 @@ type Config struct {
 	// StreamCreationTimeout is how long a SPDY client has to create its
 	// streams; default 30s, as the kubelet's.
 	StreamCreationTimeout time.Duration
-	// ReadOnly serves only /healthz, /pods, /metrics and /metrics/probes,
-	// as the kubelet's read-only port.
+	// Stats serves /stats/summary; *stats.Provider fits (package stats).
+	Stats StatsProvider
+	// ResourceMetrics serves /metrics/resource; *stats.Provider fits.
+	ResourceMetrics ResourceMetricsProvider
+	// ReadOnly serves only /healthz, /pods, /stats/summary, /metrics,
+	// /metrics/probes and /metrics/resource, as the kubelet's read-only
+	// port.
 	ReadOnly bool
 	// Auth, if set, authenticates and authorizes every request, as the
 	// kubelet's webhook authentication and authorization do. nil: every
@@ -146,6 +151,13 @@ func New(c Config) (*Server, error) {
 	}
 	if c.ProbeMetrics != nil {
 		s.mux.Handle("GET /metrics/probes", promhttp.HandlerFor(c.ProbeMetrics, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	}
+	if c.Stats != nil {
+		s.mux.HandleFunc("GET /stats/summary", s.getStatsSummary)
+		s.mux.HandleFunc("POST /stats/summary", s.getStatsSummary)
+	}
+	if c.ResourceMetrics != nil {
+		s.mux.Handle("GET /metrics/resource", s.resourceMetrics())
 	}
 	if !c.ReadOnly {
 		if c.RunningPods != nil {

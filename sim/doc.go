@@ -51,7 +51,9 @@
 //
 // Pods are scripted per pod with annotations (StartDelayAnnotation,
 // ExitAnnotation, ReadyAfterAnnotation for any readiness probe,
-// PullErrorAnnotation), per image or container name through
+// PullErrorAnnotation, and CPUAnnotation, MemoryAnnotation and
+// DiskAnnotation for the usage the runtime's stats report, growing on
+// the clock), per image or container name through
 // Node.Runtime().SetImageBehavior, or by any Go func as
 // fake.Config.PodBehavior (Config.Runtime). Config.Runtime also sets each
 // runtime's seeded fault injection (FailureRates); Node.Stop and

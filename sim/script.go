@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
@@ -31,7 +32,37 @@ const (
 	// message (ErrImagePull, then ImagePullBackOff); the whole value is the
 	// message.
 	PullErrorAnnotation = "sim.nodekit.io/pull-error"
+	// CPUAnnotation: the CPU a running container uses, a quantity of
+	// cores, e.g. "app=500m" (fake.Usage.CPUMilli); its stats report it.
+	CPUAnnotation = "sim.nodekit.io/cpu"
+	// MemoryAnnotation: a running container's working set, optionally
+	// growing per second from its start, e.g. "app=100Mi" or
+	// "app=100Mi+10Mi/s", so the node comes under memory pressure on the
+	// clock.
+	MemoryAnnotation = "sim.nodekit.io/memory"
+	// DiskAnnotation: a running container's writable layer, optionally
+	// growing per second, e.g. "1Gi+1Mi/s".
+	DiskAnnotation = "sim.nodekit.io/disk"
 )
+
+// bytesAndGrowth parses "<quantity>[+<quantity>/s]".
+func bytesAndGrowth(s string) (base, growth uint64, err error) {
+	b, g, grows := strings.Cut(s, "+")
+	q, err := resource.ParseQuantity(b)
+	if err != nil || q.Sign() < 0 {
+		return 0, 0, fmt.Errorf("bad quantity %q", b)
+	}
+	base = uint64(q.Value())
+	if grows {
+		per, ok := strings.CutSuffix(g, "/s")
+		gq, err := resource.ParseQuantity(per)
+		if !ok || err != nil || gq.Sign() < 0 {
+			return 0, 0, fmt.Errorf("bad growth %q, want <quantity>/s", g)
+		}
+		growth = uint64(gq.Value())
+	}
+	return base, growth, nil
+}
 
 // item finds the value for container name in an annotation's list.
 func item(list, name string) (string, bool, error) {
@@ -119,6 +150,38 @@ func AnnotationBehavior(pod *v1.Pod, c *v1.Container) (fake.Behavior, bool) {
 	}
 	if v, ok := ann[PullErrorAnnotation]; ok && v != "" {
 		b.PullError, found = v, true
+	}
+	if v, ok := ann[CPUAnnotation]; ok {
+		s, ok, err := item(v, c.Name)
+		if err != nil {
+			return bad(CPUAnnotation, err)
+		}
+		if ok {
+			q, err := resource.ParseQuantity(s)
+			if err != nil || q.Sign() < 0 {
+				return bad(CPUAnnotation, fmt.Errorf("bad quantity %q", s))
+			}
+			b.Usage.CPUMilli, found = q.MilliValue(), true
+		}
+	}
+	for _, a := range []struct {
+		key          string
+		base, growth *uint64
+	}{{MemoryAnnotation, &b.Usage.MemoryBytes, &b.Usage.MemoryGrowth}, {DiskAnnotation, &b.Usage.DiskBytes, &b.Usage.DiskGrowth}} {
+		v, ok := ann[a.key]
+		if !ok {
+			continue
+		}
+		s, ok, err := item(v, c.Name)
+		if err != nil {
+			return bad(a.key, err)
+		}
+		if ok {
+			if *a.base, *a.growth, err = bytesAndGrowth(s); err != nil {
+				return bad(a.key, err)
+			}
+			found = true
+		}
 	}
 	return b, found
 }

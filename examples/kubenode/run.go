@@ -25,7 +25,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/agent"
-	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/examples/internal/exlog"
 	"github.com/nodekit/nodekit/examples/internal/nodeflags"
 	"github.com/nodekit/nodekit/node"
@@ -320,11 +319,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ProbeRegisterer: probeReg,
 	}
 	o.pods.Apply(&cfg)
-	o.eviction.Apply(&cfg, summaryProvider(rt))
+	st, err := nodeflags.NewStats(o.nodeName, rt, log.WithName("stats"))
+	if err != nil {
+		return err
+	}
+	o.eviction.Apply(&cfg, st.Eviction)
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err
 	}
+	if cfg.Eviction == nil { // the eviction manager samples otherwise
+		sctx, stopStats := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = st.Run(sctx) }()
+		defer func() { stopStats(); <-done }()
+	}
+	o.serve.Stats = st
 	started.Store(a)
 	o.serve.NodeName, o.serve.NodeIPs = o.nodeName, o.nodeIPs
 	o.serve.Tokens, o.serve.Reviews = cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews()
@@ -385,13 +395,6 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, reg pr
 	}
 	return m, func() { m.Close(); stopSources() }, nil
 }
-
-// summaryProvider is the node's Summary API that the eviction manager
-// watches, or nil (no eviction manager). None is wired yet: nodekit's stats
-// provider (the Summary of /stats/summary, over rt) goes here, as
-// eviction.SummaryProviderFunc(func(ctx context.Context, _ bool)
-// (*statsapi.Summary, error) { return p.GetStatsSummary(ctx) }).
-func summaryProvider(runtime.Runtime) eviction.SummaryProvider { return nil }
 
 // kubeletPort is the port the Node reports for -port: none when -port 0
 // turns the agent's API off.

@@ -152,7 +152,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	o.serve.NodeName = o.nodeName
+	st, err := nodeflags.NewStats(o.nodeName, rt, log.WithName("stats"))
+	if err != nil {
+		return err
+	}
+	stctx, stopStats := context.WithCancel(ctx)
+	stDone := make(chan struct{})
+	go func() { defer close(stDone); _ = st.Run(stctx) }()
+	defer func() { stopStats(); <-stDone }()
+	o.serve.NodeName, o.serve.Stats = o.nodeName, st
 	sctx, stopServers := context.WithCancel(ctx)
 	wait, err := nodeflags.Serve(sctx, &o.serve, a, rt, reg, probeReg, log.WithName("server"))
 	if err != nil {

@@ -15,6 +15,11 @@
 //     logs removed, so initialization starts over (purgeInitContainers);
 //   - WatchContainerEvents over GetContainerEvents (runtime.ErrNotSupported
 //     on containerd 1.6, so an evented PLEG falls back to relisting);
+//   - stats (runtime.PodStatsLister, runtime.ImageFsInfoer, read by package
+//     stats): ListContainerStats of running containers in ready sandboxes,
+//     ListPodSandboxStats for pod-level figures where the runtime has it
+//     (containerd 1.7+ with pod cgroups), ImageFsInfo with statfs of the
+//     image filesystems' mount points;
 //   - KillPod (containers stopped in parallel with the effective grace
 //     period, sidecars last, then the sandboxes), RemovePod, and GarbageCollect (dead
 //     containers beyond policy, empty old sandboxes, killed pods);

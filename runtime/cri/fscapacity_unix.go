@@ -4,11 +4,15 @@ package cri
 
 import "syscall"
 
-// fsCapacity is the size in bytes of the filesystem at path, 0 if unknown.
-func fsCapacity(path string) uint64 {
+// fsInfo is a filesystem's size, free space and inodes; zero if unknown.
+type fsInfo struct{ capacity, available, inodes, inodesFree uint64 }
+
+// statFs describes the filesystem at path.
+func statFs(path string) fsInfo {
 	var s syscall.Statfs_t
 	if err := syscall.Statfs(path, &s); err != nil {
-		return 0
+		return fsInfo{}
 	}
-	return s.Blocks * uint64(s.Bsize)
+	bs := uint64(s.Bsize)
+	return fsInfo{capacity: s.Blocks * bs, available: s.Bavail * bs, inodes: s.Files, inodesFree: s.Ffree}
 }

@@ -234,9 +234,9 @@ func (m *Manager) RemoveImage(ctx context.Context, image string) error {
 var _ runtime.ImageFsInfoer = (*Manager)(nil)
 
 // ImageFsInfo reports the image filesystems' usage (CRI ImageFsInfo) and
-// their capacity, from statfs of their mount points as the kubelet's
-// cadvisor does; a mount point this process cannot stat (a runtime on
-// another host) leaves the capacity 0.
+// their capacity, free space and inodes, from statfs of their mount
+// points as the kubelet's cadvisor does; a mount point this process cannot
+// stat (a runtime on another host) leaves them 0.
 func (m *Manager) ImageFsInfo(ctx context.Context) (runtime.ImageFsStats, error) {
 	ctx, cancel := m.callCtx(ctx, 0)
 	defer cancel()
@@ -248,12 +248,17 @@ func (m *Manager) ImageFsInfo(ctx context.Context) (runtime.ImageFsStats, error)
 	seen := map[string]bool{}
 	for _, fs := range resp.GetImageFilesystems() {
 		st.UsedBytes += fs.GetUsedBytes().GetValue()
+		st.InodesUsed += fs.GetInodesUsed().GetValue()
 		mp := fs.GetFsId().GetMountpoint()
 		if mp == "" || seen[mp] {
 			continue
 		}
 		seen[mp] = true
-		st.CapacityBytes += fsCapacity(mp)
+		fi := statFs(mp)
+		st.CapacityBytes += fi.capacity
+		st.AvailableBytes += fi.available
+		st.Inodes += fi.inodes
+		st.InodesFree += fi.inodesFree
 	}
 	return st, nil
 }

@@ -144,6 +144,10 @@ type Manager struct {
 	// creating counts sandboxes being made per pod (see sweepPodCgroups).
 	creatingMu sync.Mutex
 	creating   map[types.UID]int
+
+	// noSandboxStats: the runtime answered ListPodSandboxStats
+	// Unimplemented; ListPodStats no longer asks.
+	noSandboxStats atomic.Bool
 }
 
 var (

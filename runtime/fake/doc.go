@@ -76,6 +76,12 @@
 //     restarted.
 //   - A start that fails with a StartError other than a create error leaves
 //     an exited container (code 128, reason StartError), like containerd.
+//   - Resource usage (ListPodStats, NodeStats, ImageFsInfo) is only what
+//     was scripted: Behavior.Usage from a container's start, SetUsage while
+//     it runs, SetNodeCapacity and SetNodeOverhead for the node. CPU time
+//     grows at the scripted rate and memory and disk by their growth per
+//     second on the clock; nothing enforces limits (no OOM kill). Without
+//     SetImageFsCapacity images and writable layers are on nodefs.
 //   - Injected faults draw from one seeded source in call order: they repeat
 //     exactly for the same seed and the same sequence of calls, which
 //     concurrent callers do not guarantee.

@@ -101,6 +101,9 @@ type Behavior struct {
 	// probes), until the container has run this long, so a readiness probe
 	// passes only then. Zero: at once.
 	ReadyAfter time.Duration
+	// Usage is the container's resource use from its start (ListPodStats,
+	// NodeStats); SetUsage changes it while it runs.
+	Usage Usage
 }
 
 // Call is one recorded call.
@@ -241,6 +244,10 @@ type Runtime struct {
 	changed chan struct{}
 	// execPods finds the pod of a container ExecSync was asked about.
 	execPods map[runtime.ContainerID]*podState
+	// started, nodeCap and overhead are the node NodeStats reports.
+	started  time.Time
+	nodeCap  NodeCapacity
+	overhead usageState
 }
 
 var (
@@ -298,6 +305,9 @@ func New(c Config) (*Runtime, error) {
 		pods:        map[types.UID]*podState{},
 		podBehav:    c.PodBehavior,
 		rec:         c.Recorder,
+		started:     c.Clock.Now(),
+		nodeCap:     NodeCapacity{}.withDefaults(),
+		overhead:    usageState{since: c.Clock.Now()},
 		status: runtime.RuntimeStatus{Conditions: []runtime.RuntimeCondition{
 			{Type: runtime.RuntimeReady, Status: true},
 			{Type: runtime.NetworkReady, Status: true},

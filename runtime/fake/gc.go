@@ -128,12 +128,18 @@ const imageSize = 1 << 20
 
 var _ runtime.ImageFsInfoer = (*Runtime)(nil)
 
-// ImageFsInfo reports 1 MiB per image present, on a filesystem of the
-// capacity SetImageFsCapacity gave (0, unknown, until then).
+// ImageFsInfo reports 1 MiB (and an inode) per image present, on a
+// filesystem of the capacity SetImageFsCapacity gave (0, unknown, until
+// then), which also holds the running containers' writable layers.
 func (r *Runtime) ImageFsInfo(context.Context) (runtime.ImageFsStats, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return runtime.ImageFsStats{UsedBytes: uint64(len(r.images)) * imageSize, CapacityBytes: r.imageFsCap}, nil
+	st := runtime.ImageFsStats{UsedBytes: uint64(len(r.images)) * imageSize, CapacityBytes: r.imageFsCap, InodesUsed: uint64(len(r.images))}
+	if r.imageFsCap != 0 {
+		used := st.UsedBytes + r.writableLayersLocked(r.clock.Now(), nil)
+		st.AvailableBytes = r.imageFsCap - min(used, r.imageFsCap)
+	}
+	return st, nil
 }
 
 // SetImageFsCapacity sets the image filesystem's capacity ImageFsInfo

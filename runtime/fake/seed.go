@@ -47,7 +47,7 @@ func (r *Runtime) addRunningPod(pod *v1.Pod) {
 			name: c.Name, image: c.Image, imageID: id, hash: runtime.HashContainer(c),
 			sandboxID: s.id, kind: kind, state: runtime.ContainerStateRunning,
 			createdAt: now, startedAt: now, ignoreTERM: b.IgnoreTERM, termExitCode: b.TermExitCode, readyAt: now.Add(b.ReadyAfter),
-			ports: tcpPorts(c),
+			ports: tcpPorts(c), usage: usageState{u: b.Usage, since: now},
 		}
 		if kind == kindInit {
 			ctr.exit(now, 0, "")

@@ -80,6 +80,8 @@ type container struct {
 	ports []int32
 	// spec is what stopping it needs of its spec (see stopSpec).
 	spec *v1.Container
+	// usage is its scripted resource use.
+	usage usageState
 }
 
 // tcpPorts are the TCP container ports c declares.

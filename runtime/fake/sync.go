@@ -216,6 +216,7 @@ func (r *Runtime) create(pod *v1.Pod, p *podState, c *v1.Container, kind contain
 		readyAt:      now.Add(b.ReadyAfter),
 		ports:        tcpPorts(c),
 		spec:         stopSpec(c),
+		usage:        usageState{u: b.Usage, since: now},
 	}
 	if prev := p.newest(c.Name); prev != nil {
 		ctr.restarts = prev.restarts + 1

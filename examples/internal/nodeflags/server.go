@@ -56,6 +56,8 @@ type Server struct {
 	// SubjectAccessReviews, for the webhooks (Cluster only).
 	Tokens  server.TokenReviewer
 	Reviews server.SubjectAccessReviewer
+	// Stats, if set, serves /stats/summary and /metrics/resource.
+	Stats *Stats
 	// GetCertificate, if set, gives -port its serving certificate (the
 	// program's -rotate-server-certificates).
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
@@ -88,8 +90,8 @@ func (o *Server) AddFlags(fs *flag.FlagSet) {
 		addr, mode = "0.0.0.0", AuthzWebhook
 	}
 	fs.StringVar(&o.address, "address", addr, "IP address to serve -port and -read-only-port on; a non-loopback one needs authentication (-anonymous-auth=false or -authorization-mode Webhook) and no -read-only-port")
-	fs.IntVar(&o.port, "port", server.DefaultPort, "port of the agent's API (/healthz, /pods, /runningpods/, /metrics, /containerLogs, /exec, /attach, /portForward, /run); 0 disables it")
-	fs.IntVar(&o.readOnlyPort, "read-only-port", 0, "port of the read-only API (/healthz, /pods, /metrics), plain HTTP without authentication; 0 disables it, as by default in the kubelet's config")
+	fs.IntVar(&o.port, "port", server.DefaultPort, "port of the agent's API (/healthz, /pods, /runningpods/, /stats/summary, /metrics, /metrics/resource, /containerLogs, /exec, /attach, /portForward, /run); 0 disables it")
+	fs.IntVar(&o.readOnlyPort, "read-only-port", 0, "port of the read-only API (/healthz, /pods, /stats/summary, /metrics, /metrics/resource), plain HTTP without authentication; 0 disables it, as by default in the kubelet's config")
 	fs.StringVar(&o.healthzAddress, "healthz-bind-address", "127.0.0.1", "IP address of the healthz endpoint")
 	fs.IntVar(&o.healthzPort, "healthz-port", server.DefaultHealthzPort, "port of the healthz endpoint (/healthz only); 0 disables it")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "certificate (with intermediates) served on -port; with -tls-private-key-file. Without it, -port serves TLS with a self-signed certificate from -cert-dir when joining a cluster, with -client-ca-file, or on a non-loopback -address (else plain HTTP)")
@@ -314,6 +316,9 @@ func Serve(ctx context.Context, o *Server, a *agent.Agent, rt runtime.Runtime, r
 	}
 	if cr, ok := rt.(runtime.CommandRunner); ok {
 		cfg.Exec = cr
+	}
+	if o.Stats != nil {
+		cfg.Stats, cfg.ResourceMetrics = o.Stats.Summary, o.Stats.Metrics
 	}
 	return serve(ctx, o, cfg, log)
 }
