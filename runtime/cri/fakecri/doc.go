@@ -36,8 +36,11 @@
 //     status; a stream more than 1024 events behind loses events. To act as
 //     containerd 1.6, which lacks the call, use
 //     SetError("GetContainerEvents", status.Error(codes.Unimplemented, ""));
-//   - the exec, attach, port-forward and other streaming calls answer
-//     Unimplemented;
+//   - Exec, Attach and PortForward return single-use URLs (valid for a
+//     minute, as containerd's) on a streaming server of the fake's own, an
+//     HTTP listener on 127.0.0.1 (StreamingURL) that Close stops with the
+//     sessions in flight; they check what containerd checks (the container
+//     running, the sandbox ready, a TTY without stderr);
 //   - times come from Config.Clock, so a fake clock gives fixed timestamps.
 //
 // It does behave like containerd where a runtime manager depends on it:

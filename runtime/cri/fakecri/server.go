@@ -65,6 +65,7 @@ type Server struct {
 	execs          map[execKey]ExecResult
 	stopTimeouts   map[string]int64
 	events         subscribers
+	stream         streaming
 
 	pullsMu sync.Mutex
 	pulls   []Pull
@@ -116,6 +117,13 @@ func NewServer(c Config) (*Server, error) {
 		}
 		return nil, fmt.Errorf("fakecri: %w", err)
 	}
+	if err := s.startStreaming(); err != nil {
+		l.Close()
+		if s.ownDir {
+			os.RemoveAll(s.dir)
+		}
+		return nil, fmt.Errorf("fakecri: streaming server: %w", err)
+	}
 	s.endpoint = "unix://" + sock
 	s.grpc = grpc.NewServer(grpc.UnaryInterceptor(s.intercept), grpc.StreamInterceptor(s.interceptStream))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, &runtimeServer{s: s})
@@ -135,6 +143,7 @@ func (s *Server) Endpoint() string { return s.endpoint }
 func (s *Server) Close() error {
 	s.grpc.Stop()
 	<-s.served
+	s.stopStreaming()
 	if s.ownDir {
 		return os.RemoveAll(s.dir)
 	}

@@ -1,0 +1,228 @@
+package fakecri
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// tokenTTL is how long a URL of Exec, Attach or PortForward stays valid,
+// as containerd's streaming server keeps its requests (one minute).
+const tokenTTL = time.Minute
+
+// streamRequest is a session asked for with Exec, Attach or PortForward,
+// kept under its URL's token until the client comes (once).
+type streamRequest struct {
+	kind      string // "exec", "attach" or "portforward"
+	exec      *runtimeapi.ExecRequest
+	attach    *runtimeapi.AttachRequest
+	portFwd   *runtimeapi.PortForwardRequest
+	container string // the container's name, for the programmed results
+	expires   time.Time
+}
+
+// streaming is the fake's streaming server: an HTTP listener on loopback
+// that serves the URLs Exec, Attach and PortForward return.
+type streaming struct {
+	base     string // "http://127.0.0.1:port"
+	http     *http.Server
+	served   chan struct{}
+	ctx      context.Context // ends sessions in flight at Close
+	cancel   context.CancelFunc
+	sessions sync.WaitGroup
+
+	mu     sync.Mutex
+	tokens map[string]*streamRequest
+}
+
+func (s *Server) startStreaming() error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	st := &s.stream
+	st.base = "http://" + l.Addr().String()
+	st.tokens = map[string]*streamRequest{}
+	st.served = make(chan struct{})
+	st.ctx, st.cancel = context.WithCancel(context.Background())
+	mux := http.NewServeMux()
+	for _, kind := range []string{"exec", "attach", "portforward"} {
+		mux.HandleFunc("/"+kind+"/{token}", func(w http.ResponseWriter, r *http.Request) {
+			s.serveStream(w, r, kind)
+		})
+	}
+	st.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return st.ctx }}
+	go func() {
+		defer close(st.served)
+		_ = st.http.Serve(l)
+	}()
+	return nil
+}
+
+// stopStreaming closes the listener and ends the sessions in flight
+// (upgraded connections are no longer the http.Server's to close).
+func (s *Server) stopStreaming() {
+	st := &s.stream
+	st.cancel()
+	_ = st.http.Close()
+	<-st.served
+	st.sessions.Wait()
+}
+
+// StreamingURL returns the base URL of the fake's streaming server,
+// "http://127.0.0.1:port"; the URLs Exec, Attach and PortForward return
+// are under it.
+func (s *Server) StreamingURL() string { return s.stream.base }
+
+// newToken keeps req and returns the URL that serves it.
+func (s *Server) newToken(req *streamRequest) (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	tok := base64.RawURLEncoding.EncodeToString(b[:])
+	req.expires = s.clock.Now().Add(tokenTTL)
+	st := &s.stream
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for t, r := range st.tokens { // drop the expired ones
+		if s.clock.Now().After(r.expires) {
+			delete(st.tokens, t)
+		}
+	}
+	st.tokens[tok] = req
+	return st.base + "/" + req.kind + "/" + tok, nil
+}
+
+// takeToken returns the request of a token and forgets it: a URL serves
+// one session, as containerd's.
+func (s *Server) takeToken(kind, tok string) *streamRequest {
+	st := &s.stream
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	req, ok := st.tokens[tok]
+	if !ok || req.kind != kind {
+		return nil
+	}
+	delete(st.tokens, tok)
+	if s.clock.Now().After(req.expires) {
+		return nil
+	}
+	return req
+}
+
+// runningContainer returns the name of a running container, or the
+// status error containerd gives.
+func (s *Server) runningContainer(id string) (string, error) {
+	s.Runtime.Lock()
+	defer s.Runtime.Unlock()
+	c, ok := s.Runtime.Containers[id]
+	switch {
+	case !ok:
+		return "", status.Errorf(codes.NotFound, "container %q not found", id)
+	case c.State != runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return "", status.Errorf(codes.FailedPrecondition, "container %q is in %s state, not running", id, c.State)
+	}
+	return c.Metadata.GetName(), nil
+}
+
+// checkStreams validates streams as the CRI's streaming server does.
+func checkStreams(stdin, stdout, stderr, tty bool) error {
+	switch {
+	case tty && stderr:
+		return status.Error(codes.InvalidArgument, "tty and stderr cannot both be true")
+	case !stdin && !stdout && !stderr:
+		return status.Error(codes.InvalidArgument, "one of stdin, stdout, or stderr must be set")
+	}
+	return nil
+}
+
+// Exec returns the URL of an exec session of a programmed command
+// (SetExecResult) in a running container.
+func (r *runtimeServer) Exec(_ context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
+	if len(req.Cmd) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "cmd must not be empty")
+	}
+	if err := checkStreams(req.Stdin, req.Stdout, req.Stderr, req.Tty); err != nil {
+		return nil, err
+	}
+	name, err := r.s.runningContainer(req.ContainerId)
+	if err != nil {
+		return nil, err
+	}
+	u, err := r.s.newToken(&streamRequest{kind: "exec", exec: req, container: name})
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &runtimeapi.ExecResponse{Url: u}, nil
+}
+
+// Attach returns the URL of an attach session to a running container.
+func (r *runtimeServer) Attach(_ context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
+	if err := checkStreams(req.Stdin, req.Stdout, req.Stderr, req.Tty); err != nil {
+		return nil, err
+	}
+	name, err := r.s.runningContainer(req.ContainerId)
+	if err != nil {
+		return nil, err
+	}
+	u, err := r.s.newToken(&streamRequest{kind: "attach", attach: req, container: name})
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &runtimeapi.AttachResponse{Url: u}, nil
+}
+
+// PortForward returns the URL of a port-forward session to a ready sandbox.
+func (r *runtimeServer) PortForward(_ context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
+	s := r.s
+	if req.PodSandboxId == "" {
+		return nil, status.Error(codes.InvalidArgument, "missing required pod_sandbox_id")
+	}
+	s.Runtime.Lock()
+	sb, ok := s.Runtime.Sandboxes[req.PodSandboxId]
+	ready := ok && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY
+	s.Runtime.Unlock()
+	switch {
+	case !ok:
+		return nil, status.Errorf(codes.NotFound, "sandbox %q not found", req.PodSandboxId)
+	case !ready:
+		return nil, status.Errorf(codes.FailedPrecondition, "sandbox %q is not ready", req.PodSandboxId)
+	}
+	u, err := s.newToken(&streamRequest{kind: "portforward", portFwd: req})
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &runtimeapi.PortForwardResponse{Url: u}, nil
+}
+
+// serveStream serves one session URL.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind string) {
+	req := s.takeToken(kind, r.PathValue("token"))
+	if req == nil {
+		http.Error(w, fmt.Sprintf("fakecri: unknown or expired %s URL", kind), http.StatusNotFound)
+		return
+	}
+	s.stream.sessions.Add(1)
+	defer s.stream.sessions.Done()
+	if err := s.serveSession(w, r, req); err != nil && !errors.Is(err, context.Canceled) {
+		_ = err // the protocol reported it to the client where it could
+	}
+}
+
+// serveSession is filled in once the protocol package is available.
+func (s *Server) serveSession(w http.ResponseWriter, _ *http.Request, req *streamRequest) error {
+	http.Error(w, "fakecri: "+strings.ToUpper(req.kind[:1])+req.kind[1:]+" sessions are not served yet", http.StatusNotImplemented)
+	return nil
+}
