@@ -163,9 +163,8 @@ func (d Dialer) Exec(ctx context.Context, u *url.URL, s Streams) error {
 			return err
 		}
 		if s.Size != nil {
-			if err := json.NewEncoder(resize).Encode(s.Size); err != nil {
-				return err
-			}
+			// Best effort, as client-go's: a session may be over already.
+			_ = json.NewEncoder(resize).Encode(s.Size)
 		}
 	}
 	msg, err := io.ReadAll(errStream)
@@ -241,12 +240,15 @@ func (d Dialer) Dial(ctx context.Context, u *url.URL, port int32) (*Forward, err
 	}
 	f := &Forward{conn: conn, data: data, errc: make(chan error, 1)}
 	go func() {
+		// A server that resets the streams after writing its message
+		// (the kubelet's, on a failed forward) may end the read with an
+		// error: the message is what matters.
 		msg, err := io.ReadAll(errStream)
 		switch {
-		case err != nil:
-			f.errc <- err
 		case len(msg) > 0:
 			f.errc <- errors.New(string(msg))
+		case err != nil:
+			f.errc <- err
 		default:
 			f.errc <- nil
 		}
@@ -278,15 +280,22 @@ func (d Dialer) RoundTrip(ctx context.Context, u *url.URL, port int32, req []byt
 	defer f.Close()
 	stop := context.AfterFunc(ctx, func() { f.Close() })
 	defer stop()
-	if _, err := f.Write(req); err != nil {
-		return nil, err
+	// A refused connection closes the data stream early: what the error
+	// stream says then matters more than the failed write.
+	_, werr := f.Write(req)
+	if werr == nil {
+		werr = f.CloseWrite()
 	}
-	if err := f.CloseWrite(); err != nil {
-		return nil, err
+	var resp []byte
+	var rerr error
+	if werr == nil {
+		resp, rerr = io.ReadAll(f)
 	}
-	resp, rerr := io.ReadAll(f)
 	if err := f.Err(); err != nil {
 		return resp, err
+	}
+	if werr != nil {
+		return nil, werr
 	}
 	if ctx.Err() != nil {
 		return resp, ctx.Err()

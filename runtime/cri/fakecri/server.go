@@ -65,7 +65,10 @@ type Server struct {
 	execs          map[execKey]ExecResult
 	stopTimeouts   map[string]int64
 	events         subscribers
-	stream         streaming
+	stream         streamServer
+	// exits are closed when their container exits (attach sessions).
+	exits map[string]chan struct{}
+	ports map[int32]PortHandler
 
 	pullsMu sync.Mutex
 	pulls   []Pull
@@ -283,6 +286,10 @@ func (s *Server) StopTimeout(containerID string) (int64, bool) {
 
 // exitLocked needs s.mu and s.Runtime's lock.
 func (s *Server) exitLocked(c *critest.FakeContainer, code int32) {
+	if ch, ok := s.exits[c.Id]; ok {
+		close(ch)
+		delete(s.exits, c.Id)
+	}
 	c.State = runtimeapi.ContainerState_CONTAINER_EXITED
 	c.FinishedAt = s.clock.Now().UnixNano()
 	c.ExitCode = code

@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +15,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/server/streaming"
 )
 
 // tokenTTL is how long a URL of Exec, Attach or PortForward stays valid,
@@ -32,9 +35,9 @@ type streamRequest struct {
 	expires   time.Time
 }
 
-// streaming is the fake's streaming server: an HTTP listener on loopback
+// streamServer is the fake's streaming server: an HTTP listener on loopback
 // that serves the URLs Exec, Attach and PortForward return.
-type streaming struct {
+type streamServer struct {
 	base     string // "http://127.0.0.1:port"
 	http     *http.Server
 	served   chan struct{}
@@ -207,7 +210,8 @@ func (r *runtimeServer) PortForward(_ context.Context, req *runtimeapi.PortForwa
 	return &runtimeapi.PortForwardResponse{Url: u}, nil
 }
 
-// serveStream serves one session URL.
+// serveStream serves one session URL with the kubelet's protocols
+// (package streaming: SPDY or WebSocket, as the client asks).
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind string) {
 	req := s.takeToken(kind, r.PathValue("token"))
 	if req == nil {
@@ -216,13 +220,148 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind string
 	}
 	s.stream.sessions.Add(1)
 	defer s.stream.sessions.Done()
-	if err := s.serveSession(w, r, req); err != nil && !errors.Is(err, context.Canceled) {
-		_ = err // the protocol reported it to the client where it could
+	srv := streaming.New(streaming.Config{})
+	switch kind {
+	case "exec":
+		e := req.exec
+		opts := streaming.Options{Stdin: e.Stdin, Stdout: e.Stdout, Stderr: e.Stderr, TTY: e.Tty}
+		srv.ServeExec(w, r, opts, func(ctx context.Context, streams runtime.AttachIO) error {
+			return s.execSession(ctx, e.ContainerId, req.container, e.Cmd, streams)
+		})
+	case "attach":
+		a := req.attach
+		opts := streaming.Options{Stdin: a.Stdin, Stdout: a.Stdout, Stderr: a.Stderr, TTY: a.Tty}
+		srv.ServeAttach(w, r, opts, func(ctx context.Context, streams runtime.AttachIO) error {
+			return s.attachSession(ctx, a.ContainerId, streams)
+		})
+	case "portforward":
+		sb := req.portFwd.PodSandboxId
+		srv.ServePortForward(w, r, sb, sb, req.portFwd.Port, func(ctx context.Context, port int32, stream io.ReadWriteCloser) error {
+			return s.forwardSession(ctx, sb, port, stream)
+		})
 	}
 }
 
-// serveSession is filled in once the protocol package is available.
-func (s *Server) serveSession(w http.ResponseWriter, _ *http.Request, req *streamRequest) error {
-	http.Error(w, "fakecri: "+strings.ToUpper(req.kind[:1])+req.kind[1:]+" sessions are not served yet", http.StatusNotImplemented)
+// exitError is a streamed command's non-zero exit, with the ExitStatus
+// that package streaming reports as the exit code.
+type exitError struct{ code int }
+
+func (e exitError) Error() string   { return fmt.Sprintf("command exited with %d", e.code) }
+func (e exitError) ExitStatus() int { return e.code }
+func (e exitError) Exited() bool    { return true }
+
+// execSession runs a programmed command (SetExecResult) on the streams:
+// stdin echoed to stdout first if EchoStdin, then its Stdout and Stderr
+// (to stdout with a TTY), and its ExitCode; Hang holds it until the
+// client goes.
+func (s *Server) execSession(ctx context.Context, id, name string, cmd []string, streams runtime.AttachIO) error {
+	if _, err := s.runningContainer(id); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	res, found := s.execs[execKey{name, strings.Join(cmd, "\x00")}]
+	if !found {
+		res = s.execs[execKey{name, ""}]
+	}
+	s.mu.Unlock()
+	if res.Hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	stdout, stderr := streams.Stdout, streams.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if streams.TTY {
+		stderr = stdout
+	} else if stderr == nil {
+		stderr = io.Discard
+	}
+	if res.EchoStdin && streams.Stdin != nil {
+		if _, err := io.Copy(stdout, streams.Stdin); err != nil {
+			return err
+		}
+	}
+	if _, err := io.WriteString(stdout, res.Stdout); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(stderr, res.Stderr); err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return exitError{int(res.ExitCode)}
+	}
 	return nil
+}
+
+// attachSession echoes stdin to stdout (a container running cat) until
+// the container exits or the client goes.
+func (s *Server) attachSession(ctx context.Context, id string, streams runtime.AttachIO) error {
+	exited, err := s.exitOf(id)
+	if err != nil {
+		return err
+	}
+	if streams.Stdin != nil && streams.Stdout != nil {
+		// The copy ends when the streams close, after this returns; Close
+		// waits for it.
+		s.stream.sessions.Add(1)
+		go func() {
+			defer s.stream.sessions.Done()
+			_, _ = io.Copy(streams.Stdout, streams.Stdin)
+		}()
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// exitOf returns a channel closed when the running container id exits.
+func (s *Server) exitOf(id string) (<-chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.runningContainer(id); err != nil {
+		return nil, err
+	}
+	if s.exits == nil {
+		s.exits = map[string]chan struct{}{}
+	}
+	ch, ok := s.exits[id]
+	if !ok {
+		ch = make(chan struct{})
+		s.exits[id] = ch
+	}
+	return ch, nil
+}
+
+// PortHandler answers a connection to a port of a pod's sandbox, as a
+// server listening there would, until it is done or ctx ends.
+type PortHandler func(ctx context.Context, sandboxID string, conn io.ReadWriter) error
+
+// SetPortHandler makes port of every sandbox answer with h (nil: the port
+// refuses connections again, as every port does until set).
+func (s *Server) SetPortHandler(port int32, h PortHandler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h == nil {
+		delete(s.ports, port)
+		return
+	}
+	if s.ports == nil {
+		s.ports = map[int32]PortHandler{}
+	}
+	s.ports[port] = h
+}
+
+func (s *Server) forwardSession(ctx context.Context, sandboxID string, port int32, stream io.ReadWriteCloser) error {
+	s.mu.Lock()
+	h := s.ports[port]
+	s.mu.Unlock()
+	if h == nil {
+		// containerd's words when nothing listens in the pod.
+		return fmt.Errorf("failed to connect to localhost:%d inside namespace %q: connection refused", port, sandboxID)
+	}
+	return h(ctx, sandboxID, stream)
 }
