@@ -40,7 +40,12 @@
 //     minute, as containerd's) on a streaming server of the fake's own, an
 //     HTTP listener on 127.0.0.1 (StreamingURL) that Close stops with the
 //     sessions in flight; they check what containerd checks (the container
-//     running, the sandbox ready, a TTY without stderr);
+//     running, the sandbox ready, a TTY without stderr). The sessions speak
+//     the kubelet's protocols (package server/streaming, SPDY and
+//     WebSocket) but run nothing: exec writes the output programmed with
+//     SetExecResult and exits with its code, attach echoes stdin until the
+//     container exits, and a forwarded port answers with its
+//     SetPortHandler or refuses the connection;
 //   - times come from Config.Clock, so a fake clock gives fixed timestamps.
 //
 // It does behave like containerd where a runtime manager depends on it:
