@@ -20,7 +20,7 @@ type ExecResult struct {
 	// containerd does, or when the call ends if it has none.
 	Hang bool
 	// EchoStdin makes a streamed exec (Exec's URL) with stdin copy it to
-	// stdout, until the client closes it, before writing Stdout and Stderr.
+	// stdout, until the client closes it, after Stdout and before Stderr.
 	EchoStdin bool
 }
 

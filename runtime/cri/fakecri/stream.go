@@ -251,8 +251,8 @@ func (e exitError) ExitStatus() int { return e.code }
 func (e exitError) Exited() bool    { return true }
 
 // execSession runs a programmed command (SetExecResult) on the streams:
-// stdin echoed to stdout first if EchoStdin, then its Stdout and Stderr
-// (to stdout with a TTY), and its ExitCode; Hang holds it until the
+// its Stdout, stdin echoed to stdout if EchoStdin, its Stderr (to stdout
+// with a TTY) and its ExitCode, as runtime/fake's; Hang holds it until the
 // client goes.
 func (s *Server) execSession(ctx context.Context, id, name string, cmd []string, streams runtime.AttachIO) error {
 	if _, err := s.runningContainer(id); err != nil {
@@ -277,13 +277,13 @@ func (s *Server) execSession(ctx context.Context, id, name string, cmd []string,
 	} else if stderr == nil {
 		stderr = io.Discard
 	}
+	if _, err := io.WriteString(stdout, res.Stdout); err != nil {
+		return err
+	}
 	if res.EchoStdin && streams.Stdin != nil {
 		if _, err := io.Copy(stdout, streams.Stdin); err != nil {
 			return err
 		}
-	}
-	if _, err := io.WriteString(stdout, res.Stdout); err != nil {
-		return err
 	}
 	if _, err := io.WriteString(stderr, res.Stderr); err != nil {
 		return err

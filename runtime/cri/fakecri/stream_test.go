@@ -67,7 +67,7 @@ func TestExecSessionsRunProgrammedCommands(t *testing.T) {
 		u := e.execURL(t, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"cat"}, Stdin: true, Stdout: true})
 		var out bytes.Buffer
 		require.NoError(t, d.Exec(ctx, u, streamtest.Streams{Stdin: strings.NewReader("hello\n"), Stdout: &out}))
-		require.Equal(t, "hello\ndone\n", out.String())
+		require.Equal(t, "done\nhello\n", out.String())
 	})
 	t.Run("a TTY carries stderr", func(t *testing.T) {
 		u := e.execURL(t, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"fail"}, Stdout: true, Tty: true})
