@@ -14,9 +14,27 @@
 //     sinceSeconds, sinceTime, previous), its status codes and messages,
 //     read through a runtime's optional runtime.ContainerLogs (runtime/cri
 //     reads the CRI log files under the pod log directory).
+//   - /exec/{namespace}/{pod}[/{uid}]/{container} (GET or POST,
+//     ?command=...&input=1&output=1&error=1&tty=1), /attach/... and
+//     /portForward/{namespace}/{pod}[/{uid}] (?port= over WebSocket): what
+//     `kubectl exec`, `attach` and `port-forward` reach through the
+//     apiserver, with the kubelet's status codes and messages (no streams
+//     400, an unknown pod 404 "pod does not exist", a container the runtime
+//     does not run 500 "container not found (...)"). A runtime that streams
+//     in process (runtime.ContainerStreamer, runtime.PortForwarder:
+//     runtime/fake, a provider) gets the sessions through package
+//     server/streaming's SPDY and WebSocket protocols; one with a
+//     streaming server of its own (runtime.StreamURLer: runtime/cri) gets
+//     the client's upgraded connection proxied to its URL, as the
+//     kubelet's. An exec without a command is a 400 here.
+//   - POST /run/{namespace}/{pod}[/{uid}]/{container}?cmd=...: the command
+//     (split on spaces) run to its end with runtime.CommandRunner, its
+//     stdout then stderr as the body; a non-zero exit is a 500 "command
+//     '...' exited with N: <stderr>".
 //
 // A ReadOnly server is the kubelet's read-only port: healthz, pods and
-// metrics only. HealthzHandler is the separate healthz port (10248) with
+// metrics only. Exec, attach, port-forward and run are authorized as
+// nodes/proxy, as the kubelet's. HealthzHandler is the separate healthz port (10248) with
 // /healthz alone. Auth puts the kubelet's authentication and authorization
 // filter in front (401, 403 with its message; as the kubelet's fine-grained
 // authorization, /pods, /runningpods/, /healthz and /configz are allowed by
@@ -40,13 +58,14 @@
 //		Pods:         a, // *agent.Agent
 //		RunningPods:  rt,
 //		Logs:         rt, // if rt implements runtime.ContainerLogs
+//		StreamURLs:   rt, // if rt implements runtime.StreamURLer (else Streaming, PortForward)
+//		Exec:         rt, // if rt implements runtime.CommandRunner
 //		Metrics:      reg,
 //		HealthChecks: []server.HealthCheck{{Name: "syncloop", Check: a.SyncLoopHealthy}, {Name: "pleg", Check: a.PLEGHealthy}},
 //	})
 //	if err != nil { ... }
 //	go server.ListenAndServe(ctx, "127.0.0.1:10250", srv.Handler(), tlsConfig)
 //
-// Not served (yet): /stats, /spec, /logs, /exec, /attach, /portForward,
-// /run, /checkpoint, /configz, /debug/pprof, /metrics/cadvisor,
-// /metrics/resource, /metrics/probes.
+// Not served (yet): /stats, /spec, /logs, /checkpoint, /configz,
+// /debug/pprof, /metrics/cadvisor, /metrics/resource, /metrics/probes.
 package server

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/server/streaming"
 )
 
 // ErrInvalidConfig is wrapped by New when the Config is unusable.
@@ -67,6 +68,27 @@ type Config struct {
 	// Logs serves /containerLogs/{namespace}/{pod}/{container} (not in
 	// ReadOnly mode); a runtime that implements runtime.ContainerLogs fits.
 	Logs runtime.ContainerLogs
+	// Streaming serves /exec and /attach in process, for runtimes that run
+	// sessions themselves (runtime/fake, a provider); PortForward serves
+	// /portForward likewise. Not in ReadOnly mode; they need RunningPods to
+	// find the container or sandbox.
+	Streaming   runtime.ContainerStreamer
+	PortForward runtime.PortForwarder
+	// StreamURLs serves /exec, /attach and /portForward for a runtime with
+	// a streaming server of its own (runtime/cri): the client's upgraded
+	// connection is proxied to the URL it returns. It takes precedence over
+	// Streaming and PortForward. Needs RunningPods.
+	StreamURLs runtime.StreamURLer
+	// Exec serves POST /run (the command's output), through ExecSync.
+	// Needs RunningPods.
+	Exec runtime.CommandRunner
+	// StreamIdleTimeout closes an in-process exec, attach or port-forward
+	// connection idle this long; default streaming.DefaultIdleTimeout (4h,
+	// the kubelet's streamingConnectionIdleTimeout).
+	StreamIdleTimeout time.Duration
+	// StreamCreationTimeout is how long a SPDY client has to create its
+	// streams; default 30s, as the kubelet's.
+	StreamCreationTimeout time.Duration
 	// ReadOnly serves only /healthz, /pods, /metrics and /metrics/probes,
 	// as the kubelet's read-only port.
 	ReadOnly bool
@@ -74,7 +96,8 @@ type Config struct {
 	// kubelet's webhook authentication and authorization do. nil: every
 	// request is served, which is only safe on loopback.
 	Auth *Auth
-	// Clock gives sinceSeconds its now. Default the real clock.
+	// Clock gives sinceSeconds its now and times StreamCreationTimeout.
+	// Default the real clock.
 	Clock clock.Clock
 	// Log receives request errors. Default logr.Discard().
 	Log logr.Logger
@@ -83,9 +106,10 @@ type Config struct {
 // Server is the kubelet's HTTP API over nodekit's parts. Its Handler serves
 // it; ListenAndServe runs it on an address.
 type Server struct {
-	cfg Config
-	mux *http.ServeMux
-	log logr.Logger
+	cfg     Config
+	mux     *http.ServeMux
+	log     logr.Logger
+	streams *streaming.Server
 }
 
 // New checks c and builds the handler.
@@ -101,6 +125,9 @@ func New(c Config) (*Server, error) {
 			return nil, fmt.Errorf("health check %q: a name other than ping and a Check are required: %w", h.Name, ErrInvalidConfig)
 		}
 	}
+	if c.RunningPods == nil && (c.Streaming != nil || c.PortForward != nil || c.StreamURLs != nil || c.Exec != nil) {
+		return nil, fmt.Errorf("Streaming, PortForward, StreamURLs and Exec need RunningPods: %w", ErrInvalidConfig)
+	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
@@ -108,6 +135,9 @@ func New(c Config) (*Server, error) {
 		c.Log = logr.Discard()
 	}
 	s := &Server{cfg: c, mux: http.NewServeMux(), log: c.Log}
+	s.streams = streaming.New(streaming.Config{
+		IdleTimeout: c.StreamIdleTimeout, CreationTimeout: c.StreamCreationTimeout, Clock: c.Clock, Log: c.Log,
+	})
 	installHealthz(s.mux, c.HealthChecks)
 	s.mux.HandleFunc("GET /pods", s.getPods)
 	s.mux.HandleFunc("GET /pods/", s.getPods)
@@ -124,6 +154,7 @@ func New(c Config) (*Server, error) {
 		if c.Logs != nil {
 			s.mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.getContainerLogs)
 		}
+		s.installStreaming()
 	}
 	return s, nil
 }

@@ -106,10 +106,12 @@ func newFixture(t *testing.T, mod func(*server.Config)) *fixture {
 	c.Add(3)
 	f.reg.MustRegister(c)
 	cfg := server.Config{
-		Pods:        podList{testPod()},
-		RunningPods: runtimePods{{ID: "uid-web", Name: "web", Namespace: "default", Containers: []*runtime.Container{{Name: "app", Image: "app:1"}}}},
-		Logs:        f.logs,
-		Metrics:     f.reg,
+		Pods: podList{testPod()},
+		RunningPods: runtimePods{{ID: "uid-web", Name: "web", Namespace: "default",
+			Containers: []*runtime.Container{{ID: runtime.ContainerID{Type: "fake", ID: "c2"}, Name: "app", Image: "app:1"}},
+			Sandboxes:  []*runtime.Container{{ID: runtime.ContainerID{Type: "fake", ID: "sandbox1"}, State: runtime.ContainerStateRunning}}}},
+		Logs:    f.logs,
+		Metrics: f.reg,
 		HealthChecks: []server.HealthCheck{{Name: "syncloop", Check: func() error {
 			f.mu.Lock()
 			defer f.mu.Unlock()

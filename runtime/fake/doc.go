@@ -1,5 +1,6 @@
 // Package fake is an in-memory runtime.Runtime (with
-// runtime.GarbageCollector, runtime.ImageService and runtime.ContainerEventer)
+// runtime.GarbageCollector, runtime.ImageService, runtime.ContainerEventer,
+// runtime.ContainerStreamer and runtime.PortForwarder)
 // for tests of everything above the runtime: the PLEG relists it, pod workers
 // and the agent sync pods on it, and users test their own assemblies with it.
 //
@@ -23,7 +24,7 @@
 // starts and walks it into crash-loop back-off on a fake clock.
 //
 // Where the fake differs from a real runtime:
-//   - No processes, images, volumes or port-forward; an image is a name,
+//   - No processes, images or volumes; an image is a name,
 //     pulling it is instant unless programmed otherwise, RemoveImage does
 //     not check whether containers use it.
 //   - Logs (GetContainerLogs, runtime.ContainerLogs) hold only what was
@@ -33,11 +34,18 @@
 //     programmed per container name and command (exit 0 otherwise), and a
 //     command programmed to hang fails with runtime.ErrExecTimeout when its
 //     timeout has passed on the clock.
+//   - Exec sessions (runtime.ContainerStreamer) run what SetExecResult
+//     programmed as ExecSync does, with stdin echoed to stdout if the
+//     result says EchoStdin; Attach streams the container's WriteLog lines
+//     from the attach on, and echoes stdin lines to its log when the spec
+//     has stdin. A read of stdin blocked when a session ends ends when the
+//     caller closes stdin, as the kubelet API does.
 //   - Pods are on an in-memory network (DialPod, which the agent's
 //     httpGet, tcpSocket and grpc probes use): a pod answers as a healthy
 //     server on a port while a container that declares it (or any, for a
 //     port none declares) runs and is past Behavior.ReadyAfter, and refuses
-//     connections otherwise. Nothing else reaches it.
+//     connections otherwise. PortForward (runtime.PortForwarder) reaches
+//     it the same way; nothing else does.
 //   - IDs are "fake://c<n>" for containers and "sandbox<n>" for sandboxes;
 //     pod IPs are 10.x.y.z from a counter, host-network pods have none.
 //   - SyncPod trusts the status it is given, as the kubelet does; a stale

@@ -90,6 +90,7 @@ func (r *Runtime) emit(p *podState, c *container, typ runtime.ContainerEventType
 // emitID reports a change of the container or sandbox id; r.mu must be
 // held.
 func (r *Runtime) emitID(p *podState, id runtime.ContainerID, typ runtime.ContainerEventType) {
+	r.notifyChanged()
 	if len(r.watchers) == 0 {
 		return
 	}

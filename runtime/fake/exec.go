@@ -19,8 +19,11 @@ type ExecResult struct {
 	Err error
 	// Hang makes the command run past any timeout: ExecSync waits the
 	// timeout on the clock, then fails with runtime.ErrExecTimeout (with no
-	// timeout it waits for ctx).
+	// timeout it waits for ctx); an Exec session runs until ctx ends.
 	Hang bool
+	// EchoStdin makes an Exec session copy its stdin to its stdout, after
+	// Stdout and before Stderr, until stdin ends (ExecSync has no stdin).
+	EchoStdin bool
 }
 
 type execKey struct{ container, cmd string }
@@ -41,33 +44,10 @@ func (r *Runtime) SetExecResult(container string, cmd []string, res ExecResult) 
 // container; the call is recorded as "ExecSync" and its latency and
 // failure rate apply.
 func (r *Runtime) ExecSync(ctx context.Context, id runtime.ContainerID, cmd []string, timeout time.Duration) ([]byte, []byte, int, error) {
-	r.mu.Lock()
-	p, c := r.execTarget(id)
-	if c == nil {
-		r.mu.Unlock()
-		return nil, nil, 0, fmt.Errorf("fake: exec in container %s: %w", id, runtime.ErrNotFound)
-	}
-	if c.settle(r.clock.Now()) {
-		r.emit(p, c, runtime.ContainerStoppedEvent)
-	}
-	if !c.running() {
-		r.mu.Unlock()
-		return nil, nil, 0, fmt.Errorf("fake: exec in container %s: container is not running", id)
-	}
-	name, uid, notReady := c.name, p.uid, r.clock.Now().Before(c.readyAt)
-	r.mu.Unlock()
-	if err := r.enter(ctx, mExecSync, uid); err != nil {
+	res, err := r.execResult(ctx, mExecSync, id, cmd)
+	if err != nil {
 		return nil, nil, 0, err
 	}
-	r.mu.Lock()
-	res, ok := r.execs[execKey{name, strings.Join(cmd, "\x00")}]
-	if !ok {
-		res, ok = r.execs[execKey{name, ""}]
-	}
-	if !ok && notReady {
-		res.ExitCode = 1 // Behavior.ReadyAfter
-	}
-	r.mu.Unlock()
 	if res.Hang {
 		if timeout <= 0 {
 			<-ctx.Done()
@@ -82,6 +62,39 @@ func (r *Runtime) ExecSync(ctx context.Context, id runtime.ContainerID, cmd []st
 		return nil, nil, 0, res.Err
 	}
 	return []byte(res.Stdout), []byte(res.Stderr), res.ExitCode, nil
+}
+
+// execResult finds what cmd does in the running container id, recording
+// the call as m.
+func (r *Runtime) execResult(ctx context.Context, m method, id runtime.ContainerID, cmd []string) (ExecResult, error) {
+	r.mu.Lock()
+	p, c := r.execTarget(id)
+	if c == nil {
+		r.mu.Unlock()
+		return ExecResult{}, fmt.Errorf("fake: exec in container %s: %w", id, runtime.ErrNotFound)
+	}
+	if c.settle(r.clock.Now()) {
+		r.emit(p, c, runtime.ContainerStoppedEvent)
+	}
+	if !c.running() {
+		r.mu.Unlock()
+		return ExecResult{}, fmt.Errorf("fake: exec in container %s: container is not running", id)
+	}
+	name, uid, notReady := c.name, p.uid, r.clock.Now().Before(c.readyAt)
+	r.mu.Unlock()
+	if err := r.enter(ctx, m, uid); err != nil {
+		return ExecResult{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res, ok := r.execs[execKey{name, strings.Join(cmd, "\x00")}]
+	if !ok {
+		res, ok = r.execs[execKey{name, ""}]
+	}
+	if !ok && notReady {
+		res.ExitCode = 1 // Behavior.ReadyAfter
+	}
+	return res, nil
 }
 
 // execTarget finds the container with id and its pod; r.mu must be held.

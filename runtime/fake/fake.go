@@ -134,6 +134,9 @@ const (
 	mRemoveImage
 	mWatchContainerEvents
 	mExecSync
+	mExec
+	mAttach
+	mPortForward
 	// Steps inside SyncPod and KillPod, so faults can hit one step.
 	mCreatePodSandbox
 	mStartContainer
@@ -167,6 +170,12 @@ func (m method) String() string {
 		return "WatchContainerEvents"
 	case mExecSync:
 		return "ExecSync"
+	case mExec:
+		return "Exec"
+	case mAttach:
+		return "Attach"
+	case mPortForward:
+		return "PortForward"
 	case mCreatePodSandbox:
 		return "CreatePodSandbox"
 	case mStartContainer:
@@ -217,6 +226,9 @@ type Runtime struct {
 	watchers   []*watcher
 	execs      map[execKey]ExecResult
 	podBehav   func(*v1.Pod, *v1.Container) (Behavior, bool)
+	// changed, if set, is closed at the next log line or container change
+	// (Attach waits on it).
+	changed chan struct{}
 	// execPods finds the pod of a container ExecSync was asked about.
 	execPods map[runtime.ContainerID]*podState
 }

@@ -29,6 +29,7 @@ func (r *Runtime) WriteLog(uid types.UID, name, stream, msg string) error {
 		return fmt.Errorf("fake: no running container %q in pod %s: %w", name, uid, runtime.ErrNotFound)
 	}
 	c.appendLog(r.clock.Now(), stream, msg)
+	r.notifyChanged()
 	return nil
 }
 

@@ -108,9 +108,10 @@ func (pf *portForward) forward(ctx context.Context, port int32, data io.ReadWrit
 
 // streamPair is a SPDY request's data and error streams.
 type streamPair struct {
-	id          string
-	data, errst httpstream.Stream
-	complete    chan struct{}
+	id                      string
+	data, errst             httpstream.Stream
+	dataReplied, errReplied <-chan struct{}
+	complete                chan struct{}
 }
 
 // serveSPDY serves portforward.k8s.io: streams come in pairs (data and
@@ -124,13 +125,13 @@ func (pf *portForward) serveSPDY(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	streams := make(chan httpstream.Stream)
-	conn := spdy.NewResponseUpgrader().UpgradeResponse(originalWriter(w), r, func(st httpstream.Stream, _ <-chan struct{}) error {
+	streams := make(chan streamAndReply)
+	conn := spdy.NewResponseUpgrader().UpgradeResponse(originalWriter(w), r, func(st httpstream.Stream, replySent <-chan struct{}) error {
 		if err := checkPortForwardStream(st.Headers()); err != nil {
 			return err
 		}
 		select {
-		case streams <- st:
+		case streams <- streamAndReply{Stream: st, replySent: replySent}:
 			return nil
 		case <-ctx.Done():
 			return errNotWaiting
@@ -160,7 +161,7 @@ func (pf *portForward) serveSPDY(w http.ResponseWriter, r *http.Request) {
 		delete(pairs, p.id)
 	}
 	for {
-		var st httpstream.Stream
+		var st streamAndReply
 		select {
 		case <-conn.CloseChan():
 			return
@@ -194,12 +195,12 @@ func (pf *portForward) serveSPDY(w http.ResponseWriter, r *http.Request) {
 		case StreamTypeError:
 			dup = p.errst != nil
 			if !dup {
-				p.errst = st
+				p.errst, p.errReplied = st.Stream, st.replySent
 			}
 		case StreamTypeData:
 			dup = p.data != nil
 			if !dup {
-				p.data = st
+				p.data, p.dataReplied = st.Stream, st.replySent
 			}
 		}
 		complete := !dup && p.data != nil && p.errst != nil
@@ -220,6 +221,15 @@ func (pf *portForward) serveSPDY(w http.ResponseWriter, r *http.Request) {
 			wg.Go(func() {
 				defer p.data.Close()
 				defer p.errst.Close()
+				// A reset before the stream's reply would fail the
+				// client's creation of it rather than show the error.
+				for _, replied := range []<-chan struct{}{p.dataReplied, p.errReplied} {
+					select {
+					case <-replied:
+					case <-ctx.Done():
+						return
+					}
+				}
 				port, _ := parsePort(p.data.Headers().Get(PortHeader))
 				if err := pf.forward(ctx, port, p.data, p.errst); err != nil {
 					// As the kubelet's: a failed forward resets its streams

@@ -78,6 +78,20 @@ func Serve(ctx context.Context, o *Server, a *agent.Agent, rt runtime.Runtime, r
 	if l, ok := rt.(runtime.ContainerLogs); ok {
 		cfg.Logs = l
 	}
+	// exec, attach and port-forward: proxied to a CRI runtime's streaming
+	// server, or served in process (runtime/fake); /run through ExecSync.
+	if u, ok := rt.(runtime.StreamURLer); ok {
+		cfg.StreamURLs = u
+	}
+	if cs, ok := rt.(runtime.ContainerStreamer); ok {
+		cfg.Streaming = cs
+	}
+	if pf, ok := rt.(runtime.PortForwarder); ok {
+		cfg.PortForward = pf
+	}
+	if cr, ok := rt.(runtime.CommandRunner); ok {
+		cfg.Exec = cr
+	}
 	var tlsConfig *tls.Config
 	if o.tlsCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(o.tlsCertFile, o.tlsKeyFile)
