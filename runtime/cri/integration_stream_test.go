@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/nodekit/nodekit/internal/streamtest"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/server"
 )
 
 // httpdCommand serves "hello from httpd" on port 8080 with busybox's httpd.
@@ -116,4 +119,58 @@ func TestRealPortForwardURLReachesThePodsPort(t *testing.T) {
 	require.NoError(t, err)
 	_, err = d.RoundTrip(ctx, u, 8081, []byte("GET / HTTP/1.0\r\n\r\n"))
 	require.Error(t, err, "nothing listens on 8081")
+}
+
+// pods is the agent's view for the server: the pods it runs.
+type pods []*v1.Pod
+
+func (p pods) Pods() []*v1.Pod { return p }
+
+// The kubelet API's path to a CRI runtime: the server finds the container
+// or sandbox, asks the Manager for the runtime's URL and proxies the
+// client's upgraded connection there, protocol and all.
+func TestRealExecAndPortForwardThroughTheServerOnContainerd(t *testing.T) {
+	m, image, _ := realManager(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pod := realPod("proxied", image, func(p *v1.Pod) { p.Spec.Containers[0].Command = httpdCommand })
+	cleanup(t, m, pod)
+	syncUntil(t, ctx, m, pod, nil, 50, 100*time.Millisecond, running("main"))
+	s, err := server.New(server.Config{Pods: pods{pod}, RunningPods: m, StreamURLs: m})
+	require.NoError(t, err)
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	var d streamtest.Dialer
+	path := func(p string, q url.Values) *url.URL {
+		u, err := url.Parse(ts.URL + p + "/" + pod.Namespace + "/" + pod.Name)
+		require.NoError(t, err)
+		u.RawQuery = q.Encode()
+		return u
+	}
+
+	t.Run("exec with stdin, stdout, stderr and an exit code", func(t *testing.T) {
+		q := url.Values{"command": {"sh", "-c", "echo out; echo err >&2; read x; echo got $x; exit 3"}, "input": {"1"}, "output": {"1"}, "error": {"1"}}
+		var out, errOut bytes.Buffer
+		err := d.Exec(ctx, path("/exec", q).JoinPath("main"), streamtest.Streams{Stdin: strings.NewReader("hello\n"), Stdout: &out, Stderr: &errOut})
+		var exit *streamtest.ExitError
+		require.True(t, errors.As(err, &exit), "want an exit code, got %v", err)
+		require.Equal(t, 3, exit.Code)
+		require.Equal(t, "out\ngot hello\n", out.String())
+		require.Equal(t, "err\n", errOut.String())
+	})
+	t.Run("exec with the pod's UID in the path", func(t *testing.T) {
+		q := url.Values{"command": {"cat", "/etc/passwd"}, "output": {"1"}}
+		var out bytes.Buffer
+		require.NoError(t, d.Exec(ctx, path("/exec", q).JoinPath(string(pod.UID), "main"), streamtest.Streams{Stdout: &out}))
+		require.Equal(t, "root:x:0:0:root:/:/bin/sh\n", out.String())
+	})
+	t.Run("port-forward to httpd", func(t *testing.T) {
+		var resp []byte
+		require.Eventually(t, func() bool {
+			resp, err = d.RoundTrip(ctx, path("/portForward", nil), 8080, []byte("GET /index.html HTTP/1.0\r\n\r\n"))
+			return err == nil && len(resp) > 0
+		}, 30*time.Second, 200*time.Millisecond)
+		require.Regexp(t, `^HTTP/1\.[01] 200 OK\r\n`, string(resp))
+		require.True(t, strings.HasSuffix(string(resp), "\r\n\r\nhello from httpd\n"), string(resp))
+	})
 }
