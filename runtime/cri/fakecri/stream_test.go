@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/streamtest"
 	"github.com/nodekit/nodekit/internal/testenv"
@@ -235,4 +236,23 @@ func TestCloseEndsSessionsInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the attach session outlived Close")
 	}
+}
+
+func TestStreamURLsExpireAfterAMinute(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(t0)
+	srv, err := fakecri.NewServer(fakecri.Config{Clock: clk})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, srv.Close()) }()
+	conn, err := grpc.NewClient(srv.Endpoint(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	e := &env{srv: srv, rt: runtimeapi.NewRuntimeServiceClient(conn), ctx: context.Background()}
+	_, id := e.running(t, "app")
+	fresh := e.execURL(t, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"true"}, Stdout: true})
+	stale := e.execURL(t, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"true"}, Stdout: true})
+	clk.SetTime(t0.Add(59 * time.Second))
+	require.NoError(t, streamtest.Dialer{}.Exec(t.Context(), fresh, streamtest.Streams{Stdout: io.Discard}))
+	clk.SetTime(t0.Add(61 * time.Second))
+	err = streamtest.Dialer{}.Exec(t.Context(), stale, streamtest.Streams{Stdout: io.Discard})
+	require.ErrorContains(t, err, "unknown or expired exec URL")
 }
