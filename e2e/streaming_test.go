@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -205,10 +206,32 @@ func forward(t *testing.T, ctx context.Context, cfg *rest.Config, cs *kubernetes
 	return string(body), err
 }
 
+// waitSPDYShutdowns waits, when t ends, until no spdystream connection is
+// shutting down: one waits for its streams to be gone, which the other
+// side's close brings a moment after client-go's executor or forwarder has
+// returned (under -race on a loaded machine, after TestMain's leak check
+// gave up). It ends by itself; this keeps the check to real leaks.
+func waitSPDYShutdowns(t *testing.T) {
+	t.Cleanup(func() {
+		buf := make([]byte, 1<<22)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			n := goruntime.Stack(buf, true)
+			if !bytes.Contains(buf[:n], []byte("spdystream.(*Connection).shutdown")) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Error("spdystream connections still shutting down 30s after the test")
+				return
+			}
+		}
+	})
+}
+
 // kubectl exec, attach and port-forward through a real apiserver to a node
 // whose runtime streams in process (runtime/fake): the apiserver proxies
 // each to the node's /exec, /attach and /portForward.
 func TestStreamingThroughTheAPIServerOnTheFakeRuntime(t *testing.T) {
+	waitSPDYShutdowns(t)
 	c, cs := streamingCluster(t)
 	ctx := t.Context()
 	rt, err := fake.New(fake.Config{})
@@ -342,6 +365,7 @@ func TestStreamingThroughTheAPIServerOnTheFakeRuntime(t *testing.T) {
 // The same through the apiserver on containerd: the node's server proxies
 // to containerd's own streaming server (runtime/cri's StreamURLer).
 func TestStreamingThroughTheAPIServerOnContainerd(t *testing.T) {
+	waitSPDYShutdowns(t)
 	// Exclusive: the agent kills the runtime pods it does not know.
 	endpoint := testenv.ExclusiveCRIEndpoint(t)
 	image := testenv.TestImage(t)
