@@ -25,13 +25,17 @@
 //
 // It serves the kubelet's endpoints (package server): /healthz on
 // 127.0.0.1:10248 (-healthz-port), and /healthz, /pods, /runningpods/,
-// /metrics and /containerLogs on 127.0.0.1:10250 (-port; TLS
-// with -tls-cert-file, required off loopback); -read-only-port adds the
-// kubelet's read-only API. /metrics has the kubelet's metric names:
+// /metrics, /containerLogs, /exec, /attach, /portForward and /run on
+// 127.0.0.1:10250 (-port; TLS with -tls-cert-file, required off loopback;
+// exec, attach and port-forward as the runtime offers them: in process on
+// the fake runtime, proxied to the runtime's streaming server on a CRI
+// runtime that gives its URLs); -read-only-port adds the kubelet's
+// read-only API. /metrics has the kubelet's metric names:
 //
 //	curl localhost:10248/healthz                       # ok
 //	curl -s localhost:10250/metrics | grep ^kubelet_
 //	curl localhost:10250/containerLogs/default/web-$(hostname)/web?tailLines=5
+//	curl -X POST "localhost:10250/run/default/web-$(hostname)/web?cmd=ls+/"
 //
 // Run `go run ./examples/standalone -h` for every flag.
 package main

@@ -67,14 +67,15 @@ func session(cmd string) streaming.Session {
 
 type fixture struct {
 	srv     *httptest.Server
-	ended   chan error // each session's end
-	forward chan int32 // each forward's port
+	started chan struct{} // each exec session's start
+	ended   chan error    // each session's end
+	forward chan int32    // each forward's port
 }
 
 func newFixture(t *testing.T, cfg streaming.Config) *fixture {
 	t.Helper()
 	s := streaming.New(cfg)
-	f := &fixture{ended: make(chan error, 10), forward: make(chan int32, 10)}
+	f := &fixture{started: make(chan struct{}, 1), ended: make(chan error, 10), forward: make(chan int32, 10)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/exec", func(w http.ResponseWriter, r *http.Request) {
 		opts, err := streaming.NewOptions(r)
@@ -84,6 +85,10 @@ func newFixture(t *testing.T, cfg streaming.Config) *fixture {
 		}
 		run := session(r.URL.Query().Get("command"))
 		s.ServeExec(w, r, opts, func(ctx context.Context, io runtime.AttachIO) error {
+			select {
+			case f.started <- struct{}{}:
+			default: // nobody waits for it
+			}
 			err := run(ctx, io)
 			f.ended <- err
 			return err
@@ -309,7 +314,7 @@ func TestClientGoingAwayEndsTheSession(t *testing.T) {
 			_, err := conn.CreateStream(http.Header{"Streamtype": {typ}})
 			require.NoError(t, err)
 		}
-		time.Sleep(50 * time.Millisecond) // let the session start
+		<-f.started
 		require.NoError(t, conn.Close())
 		assert.ErrorIs(t, <-f.ended, context.Canceled)
 	})
@@ -454,5 +459,57 @@ func TestWebSocketPortForwardNeedsPorts(t *testing.T) {
 	for _, q := range []string{"", "?port=", "?port=0", "?port=http"} {
 		_, err := streamingtest.WebSocketDial(ctx(t), f.srv.URL+"/portForward"+q, "v4.channel.k8s.io")
 		assert.Error(t, err, q)
+	}
+}
+
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	f := newFixture(t, streaming.Config{IdleTimeout: 100 * time.Millisecond})
+	t.Run("spdy", func(t *testing.T) {
+		conn, _, err := streamingtest.SPDYDial(ctx(t), http.MethodPost, f.srv.URL+"/exec?command=block&output=1", "v4.channel.k8s.io")
+		require.NoError(t, err)
+		defer conn.Close()
+		for _, typ := range []string{"error", "stdout"} {
+			_, err := conn.CreateStream(http.Header{"Streamtype": {typ}})
+			require.NoError(t, err)
+		}
+		assert.ErrorIs(t, <-f.ended, context.Canceled)
+		<-conn.CloseChan()
+	})
+	t.Run("websocket", func(t *testing.T) {
+		c, err := streamingtest.WebSocketDial(ctx(t), f.srv.URL+"/exec?command=block&output=1", "v4.channel.k8s.io")
+		require.NoError(t, err)
+		defer c.Close()
+		assert.ErrorIs(t, <-f.ended, context.Canceled)
+	})
+}
+
+func BenchmarkSPDYExec(b *testing.B) {
+	s := streaming.New(streaming.Config{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServeExec(w, r, streaming.Options{Stdout: true}, session("hello"))
+	}))
+	defer srv.Close()
+	o := streamingtest.ExecOptions{Protocols: []string{"v4.channel.k8s.io"}, Stdout: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := streamingtest.SPDYExec(b.Context(), srv.URL, o)
+		if err != nil || res.Stdout != "hello\n" {
+			b.Fatalf("%q %v", res.Stdout, err)
+		}
+	}
+}
+
+func TestWebSocketUnsupportedProtocolIsRefused(t *testing.T) {
+	f := newFixture(t, streaming.Config{})
+	_, err := streamingtest.WebSocketDial(ctx(t), f.srv.URL+"/exec?command=hello&output=1", "v9.channel.k8s.io")
+	assert.Error(t, err)
+	_, err = streamingtest.WebSocketDial(ctx(t), f.srv.URL+"/portForward?port=80", "v5.channel.k8s.io")
+	assert.Error(t, err)
+	select {
+	case err := <-f.ended:
+		t.Fatalf("a session ran: %v", err)
+	case port := <-f.forward:
+		t.Fatalf("port %d was forwarded", port)
+	default:
 	}
 }
