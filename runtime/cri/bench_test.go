@@ -1,6 +1,7 @@
 package cri_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -12,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/streamtest"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
+	"github.com/nodekit/nodekit/runtime/cri/fakecri"
 )
 
 func benchPod(i int, image string) *v1.Pod {
@@ -201,6 +204,33 @@ func BenchmarkGetPodsSteady(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, err := e.m.GetPods(e.ctx, true); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkExecSession is one exec as the kubelet API serves it for a CRI
+// runtime: the Manager's GetExecURL (the CRI's Exec) and a SPDY session at
+// that URL on fakecri's streaming server, output and exit code read back.
+func BenchmarkExecSession(b *testing.B) {
+	e := newFakeEnv(b)
+	pod := newPod("bench-exec", "busybox:1")
+	st := &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	if err := e.m.SyncPod(e.ctx, pod, st, nil, nil).Error(); err != nil {
+		b.Fatal(err)
+	}
+	id := e.status(b, pod).FindContainerStatusByName("main").ID
+	e.srv.SetExecResult("main", []string{"date"}, fakecri.ExecResult{Stdout: "now\n"})
+	var d streamtest.Dialer
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		u, err := e.m.GetExecURL(e.ctx, pod, runtime.ExecRequest{ContainerID: id, Cmd: []string{"date"}, Stdout: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := d.Exec(e.ctx, u, streamtest.Streams{Stdout: &out}); err != nil || out.String() != "now\n" {
+			b.Fatalf("exec: %v, output %q", err, out.String())
 		}
 	}
 }

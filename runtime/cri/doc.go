@@ -13,6 +13,11 @@
 //     crash-loop back-off (runtime.Backoff, keyed by runtime.BackoffKey);
 //     a pod killed for a new sandbox has its old init containers and their
 //     logs removed, so initialization starts over (purgeInitContainers);
+//   - runtime.StreamURLer over the CRI's Exec, Attach and PortForward: the
+//     URL of a session on the runtime's own streaming server, which the
+//     kubelet API proxies the client to (a URL that is not absolute http(s)
+//     is an error; a port-forward without a sandbox ID goes to the pod's
+//     newest sandbox);
 //   - WatchContainerEvents over GetContainerEvents (runtime.ErrNotSupported
 //     on containerd 1.6, so an evented PLEG falls back to relisting);
 //   - stats (runtime.PodStatsLister, runtime.ImageFsInfoer, read by package

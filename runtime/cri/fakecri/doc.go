@@ -36,8 +36,16 @@
 //     status; a stream more than 1024 events behind loses events. To act as
 //     containerd 1.6, which lacks the call, use
 //     SetError("GetContainerEvents", status.Error(codes.Unimplemented, ""));
-//   - the exec, attach, port-forward and other streaming calls answer
-//     Unimplemented;
+//   - Exec, Attach and PortForward return single-use URLs (valid for a
+//     minute, as containerd's) on a streaming server of the fake's own, an
+//     HTTP listener on 127.0.0.1 (StreamingURL) that Close stops with the
+//     sessions in flight; they check what containerd checks (the container
+//     running, the sandbox ready, a TTY without stderr). The sessions speak
+//     the kubelet's protocols (package server/streaming, SPDY and
+//     WebSocket) but run nothing: exec writes the output programmed with
+//     SetExecResult and exits with its code, attach echoes stdin until the
+//     container exits, and a forwarded port answers with its
+//     SetPortHandler or refuses the connection;
 //   - times come from Config.Clock, so a fake clock gives fixed timestamps.
 //
 // It does behave like containerd where a runtime manager depends on it:

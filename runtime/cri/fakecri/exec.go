@@ -10,7 +10,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ExecResult programs what ExecSync answers for a command.
+// ExecResult programs what ExecSync answers for a command, and what an
+// exec session at Exec's URL writes and exits with.
 type ExecResult struct {
 	Stdout, Stderr string
 	ExitCode       int32
@@ -18,6 +19,9 @@ type ExecResult struct {
 	// DeadlineExceeded after the request's timeout (real time), as
 	// containerd does, or when the call ends if it has none.
 	Hang bool
+	// EchoStdin makes a streamed exec (Exec's URL) with stdin copy it to
+	// stdout, until the client closes it, after Stdout and before Stderr.
+	EchoStdin bool
 }
 
 type execKey struct{ container, cmd string }

@@ -65,6 +65,10 @@ type Server struct {
 	execs          map[execKey]ExecResult
 	stopTimeouts   map[string]int64
 	events         subscribers
+	stream         streamServer
+	// exits are closed when their container exits (attach sessions).
+	exits map[string]chan struct{}
+	ports map[int32]PortHandler
 
 	pullsMu sync.Mutex
 	pulls   []Pull
@@ -116,6 +120,13 @@ func NewServer(c Config) (*Server, error) {
 		}
 		return nil, fmt.Errorf("fakecri: %w", err)
 	}
+	if err := s.startStreaming(); err != nil {
+		l.Close()
+		if s.ownDir {
+			os.RemoveAll(s.dir)
+		}
+		return nil, fmt.Errorf("fakecri: streaming server: %w", err)
+	}
 	s.endpoint = "unix://" + sock
 	s.grpc = grpc.NewServer(grpc.UnaryInterceptor(s.intercept), grpc.StreamInterceptor(s.interceptStream))
 	runtimeapi.RegisterRuntimeServiceServer(s.grpc, &runtimeServer{s: s})
@@ -135,6 +146,7 @@ func (s *Server) Endpoint() string { return s.endpoint }
 func (s *Server) Close() error {
 	s.grpc.Stop()
 	<-s.served
+	s.stopStreaming()
 	if s.ownDir {
 		return os.RemoveAll(s.dir)
 	}
@@ -282,6 +294,10 @@ func (s *Server) StopTimeout(containerID string) (int64, bool) {
 
 // exitLocked needs s.mu and s.Runtime's lock.
 func (s *Server) exitLocked(c *critest.FakeContainer, code int32) {
+	if ch, ok := s.exits[c.Id]; ok {
+		close(ch)
+		delete(s.exits, c.Id)
+	}
 	c.State = runtimeapi.ContainerState_CONTAINER_EXITED
 	c.FinishedAt = s.clock.Now().UnixNano()
 	c.ExitCode = code
