@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/internal/httpget"
 	"github.com/nodekit/nodekit/podenv"
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -48,10 +48,6 @@ func newTransport(dial func(ctx context.Context, network, address string) (net.C
 // the port by number or name, the probe's headers, the kubelet's
 // User-Agent and Accept unless the probe sets them, Host from the headers.
 func (m *Manager) newHTTPRequest(ctx context.Context, g *v1.HTTPGetAction, c *v1.Container, podIP string) (*http.Request, error) {
-	scheme := strings.ToLower(string(g.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
 	host := g.Host
 	if host == "" {
 		host = podIP
@@ -63,38 +59,14 @@ func (m *Manager) newHTTPRequest(ctx context.Context, g *v1.HTTPGetAction, c *v1
 	if err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(g.Path)
-	if err != nil {
-		u = &url.URL{Path: g.Path} // as the kubelet: too late to reject it
-	}
-	u.Scheme = scheme
-	u.Host = net.JoinHostPort(host, strconv.Itoa(port))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	h := make(http.Header, len(g.HTTPHeaders)+2)
-	for _, hd := range g.HTTPHeaders {
-		h.Add(hd.Name, hd.Value)
-	}
-	if _, ok := h["User-Agent"]; !ok {
-		h.Set("User-Agent", m.userAgent)
-	}
-	if _, ok := h["Accept"]; !ok {
-		h.Set("Accept", "*/*")
-	} else if h.Get("Accept") == "" {
-		h.Del("Accept")
-	}
-	req.Header = h
-	req.Host = h.Get("Host")
-	return req, nil
+	return httpget.NewRequest(ctx, g, host, port, m.userAgent)
 }
 
 // httpProbe sends req: 2xx succeeds, 3xx (a redirect not followed)
 // succeeds with a warning, anything else fails; connection errors and
 // timeouts fail. Redirects are followed only to the same host, at most 10.
 func (m *Manager) httpProbe(req *http.Request, timeout time.Duration) (outcome, string, error) {
-	client := &http.Client{Timeout: timeout, Transport: m.transport, CheckRedirect: redirectChecker}
+	client := &http.Client{Timeout: timeout, Transport: m.transport, CheckRedirect: httpget.SameHostRedirects}
 	res, err := client.Do(req)
 	if err != nil {
 		// net/http dials apart from the request: a dial the probe gave up
@@ -118,18 +90,6 @@ func (m *Manager) httpProbe(req *http.Request, timeout time.Duration) (outcome, 
 	}
 	// As the kubelet, the message leaves the body out (it may hold secrets).
 	return outcomeFailure, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode), nil
-}
-
-// redirectChecker follows redirects to the same host only, as the
-// kubelet's probes; a redirect elsewhere ends with its response.
-func redirectChecker(req *http.Request, via []*http.Request) error {
-	if req.URL.Hostname() != via[0].URL.Hostname() {
-		return http.ErrUseLastResponse
-	}
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
-	}
-	return nil
 }
 
 // tcpProbe succeeds if a connection opens within timeout.

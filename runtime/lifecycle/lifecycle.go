@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/httpget"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -72,21 +73,8 @@ func New(c Config) *Runner {
 		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as the kubelet's
 		DisableKeepAlives: true,
 	}
-	client := &http.Client{Transport: tr, CheckRedirect: sameHostRedirects}
+	client := &http.Client{Transport: tr, CheckRedirect: httpget.SameHostRedirects}
 	return &Runner{cfg: c, client: client}
-}
-
-// sameHostRedirects follows redirects to the first request's host only, at
-// most 10, as the kubelet's probes and hooks (followNonLocalRedirects
-// false): a redirect elsewhere ends with the redirect's response.
-func sameHostRedirects(req *http.Request, via []*http.Request) error {
-	if req.URL.Hostname() != via[0].URL.Hostname() {
-		return http.ErrUseLastResponse
-	}
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
-	}
-	return nil
 }
 
 // Run runs handler h for container c (instance id) of pod and returns, on
@@ -211,7 +199,11 @@ func (r *Runner) runHTTP(ctx context.Context, pod *v1.Pod, c *v1.Container, g *v
 		}
 		host = ip
 	}
-	req, err := newRequest(ctx, g, c, host)
+	port, err := resolvePort(g.Port, c)
+	if err != nil {
+		return err
+	}
+	req, err := httpget.NewRequest(ctx, g, host, port, "kube-lifecycle/nodekit")
 	if err != nil {
 		return err
 	}
@@ -234,42 +226,6 @@ func (r *Runner) runHTTP(ctx context.Context, pod *v1.Pod, c *v1.Container, g *v
 		r.cfg.Log.Error(rerr, "Cannot record event", "pod", podName(pod))
 	}
 	return nil
-}
-
-// newRequest builds the GET of g as the kubelet's probes and hooks do.
-func newRequest(ctx context.Context, g *v1.HTTPGetAction, c *v1.Container, host string) (*http.Request, error) {
-	scheme := strings.ToLower(string(g.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	port, err := resolvePort(g.Port, c)
-	if err != nil {
-		return nil, err
-	}
-	u, err := url.Parse(g.Path)
-	if err != nil {
-		u = &url.URL{Path: g.Path}
-	}
-	u.Scheme, u.Host = scheme, net.JoinHostPort(host, strconv.Itoa(port))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	h := http.Header{}
-	for _, hv := range g.HTTPHeaders {
-		h.Add(hv.Name, hv.Value)
-	}
-	if _, ok := h["User-Agent"]; !ok {
-		h.Set("User-Agent", "kube-lifecycle/nodekit")
-	}
-	if _, ok := h["Accept"]; !ok {
-		h.Set("Accept", "*/*")
-	} else if h.Get("Accept") == "" {
-		h.Del("Accept")
-	}
-	req.Header = h
-	req.Host = h.Get("Host")
-	return req, nil
 }
 
 // resolvePort is the port number of p: a number, a number in a string, or
