@@ -22,7 +22,9 @@
 //     the kubelet's query (follow, tailLines, limitBytes, timestamps,
 //     sinceSeconds, sinceTime, previous), its status codes and messages,
 //     read through a runtime's optional runtime.ContainerLogs (runtime/cri
-//     reads the CRI log files under the pod log directory).
+//     reads the CRI log files under the pod log directory). A running
+//     container whose status has no ID (a virtual-kubelet provider's) is
+//     the one of that name RunningPods lists.
 //   - /exec/{namespace}/{pod}[/{uid}]/{container} (GET or POST,
 //     ?command=...&input=1&output=1&error=1&tty=1), /attach/... and
 //     /portForward/{namespace}/{pod}[/{uid}] (?port= over WebSocket): what

@@ -54,6 +54,9 @@ func (s *Server) getContainerLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := logContainerID(pod.Name, &pod.Status, container, opts.Previous)
+	if err == nil && id.IsEmpty() {
+		id, err = s.runningLogContainer(r, pod, container)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -192,6 +195,11 @@ func logContainerID(podName string, st *v1.PodStatus, name string, previous bool
 		}
 		id = last.ContainerID
 	case state.Running != nil:
+		if cs.ContainerID == "" {
+			// A provider's status need not carry IDs: the caller asks
+			// the runtime.
+			return runtime.ContainerID{}, nil
+		}
 		id = cs.ContainerID
 	case state.Terminated != nil:
 		id = state.Terminated.ContainerID
@@ -223,4 +231,26 @@ func logContainerID(podName string, st *v1.PodStatus, name string, previous bool
 		return runtime.ContainerID{}, fmt.Errorf("container %q in pod %q: %w", name, podName, err)
 	}
 	return cid, nil
+}
+
+// runningLogContainer is the running container name of pod as the runtime
+// lists it, for a status without container IDs (a virtual-kubelet
+// provider's, which the kubelet's would always have).
+func (s *Server) runningLogContainer(r *http.Request, pod *v1.Pod, name string) (runtime.ContainerID, error) {
+	unavailable := fmt.Errorf("container %q in pod %q is not available", name, pod.Name)
+	if s.cfg.RunningPods == nil {
+		return runtime.ContainerID{}, unavailable
+	}
+	rp, err := s.runningPod(r.Context(), pod.Namespace, pod.Name, pod.UID)
+	if err != nil {
+		return runtime.ContainerID{}, err
+	}
+	if rp != nil {
+		for _, c := range rp.Containers {
+			if c.Name == name {
+				return c.ID, nil
+			}
+		}
+	}
+	return runtime.ContainerID{}, unavailable
 }

@@ -263,6 +263,25 @@ func TestContainerLogsRefusals(t *testing.T) {
 	}
 }
 
+func TestContainerLogsOfAStatusWithoutIDs(t *testing.T) {
+	pod := testPod()
+	pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: "idless"}, v1.Container{Name: "gone"})
+	running := v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+	pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses,
+		v1.ContainerStatus{Name: "idless", State: running}, v1.ContainerStatus{Name: "gone", State: running})
+	f := newFixture(t, func(c *server.Config) {
+		c.Pods = podList{pod}
+		c.RunningPods = runtimePods{{ID: "uid-web", Name: "web", Namespace: "default",
+			Containers: []*runtime.Container{{ID: runtime.ContainerID{Type: "fake", ID: "c2"}, Name: "idless"}}}}
+	})
+	code, body := f.get(t, "/containerLogs/default/web/idless")
+	assert.Equal(t, 200, code, "a provider's status without IDs: the runtime's running container")
+	assert.Equal(t, "a\nb\nc\n", body)
+	code, body = f.get(t, "/containerLogs/default/web/gone")
+	assert.Equal(t, 400, code, "and one the runtime does not run is not available")
+	assert.Equal(t, `container "gone" in pod "web" is not available`+"\n", body)
+}
+
 func TestFollowStreamsAndEndsWhenTheClientGoes(t *testing.T) {
 	f := newFixture(t, nil)
 	f.logs.mu.Lock()
