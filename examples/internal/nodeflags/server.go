@@ -317,10 +317,24 @@ func Serve(ctx context.Context, o *Server, a *agent.Agent, rt runtime.Runtime, r
 	if cr, ok := rt.(runtime.CommandRunner); ok {
 		cfg.Exec = cr
 	}
+	kubeletAPI(rt, &cfg)
 	if o.Stats != nil {
 		cfg.Stats, cfg.ResourceMetrics = o.Stats.Summary, o.Stats.Metrics
 	}
 	return serve(ctx, o, cfg, log)
+}
+
+// kubeletAPIer is a runtime whose logs, exec/attach and port-forward are
+// those of what it wraps (provider.Runtime: the provider's methods): it
+// says which it has, and the server serves only those.
+type kubeletAPIer interface {
+	KubeletAPI() (runtime.ContainerLogs, runtime.ContainerStreamer, runtime.PortForwarder)
+}
+
+func kubeletAPI(rt runtime.Runtime, cfg *server.Config) {
+	if k, ok := rt.(kubeletAPIer); ok {
+		cfg.Logs, cfg.Streaming, cfg.PortForward = k.KubeletAPI()
+	}
 }
 
 type binding struct {

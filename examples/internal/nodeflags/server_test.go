@@ -26,6 +26,8 @@ import (
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/provider"
+	"github.com/nodekit/nodekit/provider/providertest"
 	"github.com/nodekit/nodekit/server"
 )
 
@@ -267,5 +269,25 @@ func TestSelfSignedCertNamesTheNodeAndIsReused(t *testing.T) {
 	c, made, err = SelfSignedCert(dir, moved, now)
 	if err != nil || !made || !c.Leaf.IPAddresses[0].Equal(moved.IPs[0]) {
 		t.Errorf("a new node IP makes a new certificate: made %v, err %v", made, err)
+	}
+}
+
+func TestAProviderRuntimeServesOnlyWhatItsProviderHas(t *testing.T) {
+	plain, err := provider.New(provider.Config{Provider: providertest.New(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg server.Config
+	kubeletAPI(plain, &cfg)
+	if cfg.Logs != nil || cfg.Streaming != nil || cfg.PortForward != nil {
+		t.Errorf("a provider without logs, exec or port-forward: %+v", cfg)
+	}
+	streams, err := provider.New(provider.Config{Provider: providertest.NewStreams()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeletAPI(streams, &cfg)
+	if cfg.Logs == nil || cfg.Streaming == nil || cfg.PortForward == nil {
+		t.Errorf("a provider with them all: %+v", cfg)
 	}
 }
