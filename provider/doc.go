@@ -32,6 +32,21 @@
 //     serves; virtual-kubelet's own copy of the Summary type is converted
 //     through its JSON, and without GetMetricsResource the resource
 //     metrics are derived from the summary (package stats).
+//   - Logs, exec, attach and port-forward: a provider's optional
+//     ContainerLogsProvider, ContainerExecProvider, ContainerAttachProvider
+//     and PortForwardProvider are Runtime's runtime.ContainerLogs,
+//     runtime.ContainerStreamer and runtime.PortForwarder, which the
+//     kubelet API serves (give server.Config's Logs, Streaming and
+//     PortForward what Runtime.KubeletAPI returns: nil for what the
+//     provider lacks, whose endpoint is then not served, 404). The
+//     container is named from the ID the server passes (the provider's own
+//     container IDs, or the ones Runtime made up); log options are passed
+//     on as they are, for the provider to apply, and exec's exit code
+//     error (ExitStatus() int) through. PortForward is virtual-kubelet's as
+//     it is; the other three are over nodekit's types (virtual-kubelet's
+//     name its own types, so its methods cannot match) and take one line
+//     each in a virtual-kubelet provider: package vkadapt of nodekit's e2e
+//     module converts (README, "Coming from virtual-kubelet").
 //   - The NodeProvider is not this package's: give it to
 //     agent.Config.Node.Provider (package node), where a failing Ping makes
 //     the node NotReady and NotifyNodeStatus sends a status at once.
