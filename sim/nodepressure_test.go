@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekit/nodekit/agent"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/runtime/fake"
 	"github.com/nodekit/nodekit/sim"
@@ -295,4 +296,28 @@ func trace(cl *sim.Cluster, start time.Time) pressureTrace {
 		}
 	}
 	return tr
+}
+
+// NodeAgent is told which node it configures, after Agent; Eviction
+// returning nil leaves a node without an eviction manager.
+func TestNodeAgentAndEvictionHooksArePerNode(t *testing.T) {
+	var got []string
+	cl := newCluster(t, sim.Config{
+		Agent: func(c *agent.Config) { c.MaxPods = 7 },
+		NodeAgent: func(node string, c *agent.Config) {
+			got = append(got, fmt.Sprintf("%s:%d", node, c.MaxPods))
+		},
+		Eviction: func(node string) *eviction.Config {
+			if node == "n2" {
+				return nil
+			}
+			return &eviction.Config{}
+		},
+	}, "n1", "n2")
+	if fmt.Sprint(got) != "[n1:7 n2:7]" {
+		t.Errorf("NodeAgent saw %v, want [n1:7 n2:7]", got)
+	}
+	if cl.Node("n1").Agent().Eviction() == nil || cl.Node("n2").Agent().Eviction() != nil {
+		t.Errorf("eviction managers: n1 %v, n2 %v; want n1's only", cl.Node("n1").Agent().Eviction(), cl.Node("n2").Agent().Eviction())
+	}
 }
