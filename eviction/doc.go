@@ -75,6 +75,21 @@
 // they tolerate node.kubernetes.io/memory-pressure:NoSchedule, and every
 // pod under disk or PID pressure; critical pods are admitted.
 //
+// # Where it is shown
+//
+// On a real node (agent's TestEvictionUnder*OnContainerd, package stats
+// over containerd and the host): a BestEffort pod holding 320Mi takes
+// memory.available under a hard threshold set 120Mi below what the node
+// had and is evicted with the kubelet's message while a Guaranteed pod
+// runs on; a pod writing 400Mi into its writable layer is evicted for a
+// soft nodefs.available threshold once its grace period has passed; the
+// Node's MemoryPressure and DiskPressure come and go. In sim
+// (sim.Config.Eviction, over runtime/fake's scripted usage): a pod whose
+// memory grows puts a node under memory pressure on virtual time, its
+// BestEffort pods are evicted one per pass, the scheduler keeps new
+// BestEffort pods off it, and a controller's replacements run elsewhere.
+// docs/reliability.md has the figures.
+//
 // # Differences from the kubelet
 //
 //   - A memory notification (MemcgNotifier, cgroup v1's eventfd as the

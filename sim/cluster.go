@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -16,8 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/stats"
 	"github.com/nodekit/nodekit/status"
 )
 
@@ -55,6 +59,19 @@ type Config struct {
 	// event log (and to a Recorder set here too). Default: the kubelet's defaults (relist PLEG every 1s,
 	// resync 1m, crash-loop back-off 10s to 5m).
 	Agent func(*agent.Config)
+	// NodeAgent is Agent with the node's name, for a per-node setting;
+	// it runs after Agent.
+	NodeAgent func(node string, c *agent.Config)
+	// Eviction, if set, gives a node (by name) the kubelet's eviction
+	// manager: it returns the node's eviction.Config (nil: none on that
+	// node), whose Summary, when nil, is the node's Summary API (package
+	// stats over its runtime, so the usage scripted by CPUAnnotation,
+	// MemoryAnnotation and DiskAnnotation, fake.Runtime.SetUsage and
+	// SetNodeCapacity) and whose nil Thresholds are the kubelet's
+	// defaults (memory.available<100Mi, nodefs.available<10%, ...).
+	// An eviction.Config set by Agent or NodeAgent gets the same
+	// Summary. Default: no eviction manager, no node pressure.
+	Eviction func(node string) *eviction.Config
 	// Runtime adjusts each node's fake.Config before its runtime is built;
 	// Clock is the cluster's. The default Seed is derived from the
 	// cluster's Seed and the node's name; PodBehavior reads the pod's
@@ -247,6 +264,26 @@ func (n *Node) startLocked() error {
 	ac := agent.Config{Log: c.cfg.Log.WithName(n.name)}
 	if c.cfg.Agent != nil {
 		c.cfg.Agent(&ac)
+	}
+	if c.cfg.NodeAgent != nil {
+		c.cfg.NodeAgent(n.name, &ac)
+	}
+	if c.cfg.Eviction != nil {
+		if ec := c.cfg.Eviction(n.name); ec != nil {
+			ac.Eviction = ec
+		}
+	}
+	if ac.Eviction != nil && ac.Eviction.Summary == nil {
+		ec := *ac.Eviction // the caller's Config is not written
+		// The node's stats are its runtime's alone: no host cgroups,
+		// logs or file systems.
+		sp, err := stats.New(stats.Config{NodeName: n.name, Runtime: n.runtime, RootDir: "/",
+			PodLogsDir: "-", PodCgroupRoot: "-", Clock: c.clock, Log: ac.Log.WithName("stats")})
+		if err != nil {
+			return err
+		}
+		ec.Summary = eviction.SummaryProviderFunc(sp.Summary)
+		ac.Eviction = &ec
 	}
 	ac.NodeName, ac.Runtime, ac.Clock = n.name, n.runtime, c.clock
 	ac.PodSource = c.store.Pods("")
@@ -473,7 +510,7 @@ func (c *Cluster) jitter(nodeName string) func(d time.Duration, maxFactor float6
 func (c *Cluster) schedule(p *v1.Pod) string {
 	best, bestN := "", 0
 	for name, n := range c.store.nodes {
-		if n.Spec.Unschedulable || !nodeReady(n) {
+		if n.Spec.Unschedulable || !nodeReady(n) || !toleratesPressure(p, n) {
 			continue
 		}
 		k := c.countLocked(name)
@@ -488,6 +525,44 @@ func (c *Cluster) countLocked(node string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.counts[node]
+}
+
+// Pressure conditions and the NoSchedule taints the node lifecycle
+// controller makes of them (TaintNodesByCondition), which the scheduler
+// reads.
+var pressureTaints = []struct {
+	cond       v1.NodeConditionType
+	taint      string
+	bestEffort bool // only BestEffort pods are kept off: the others get the toleration
+}{
+	{v1.NodeMemoryPressure, v1.TaintNodeMemoryPressure, true},
+	{v1.NodeDiskPressure, v1.TaintNodeDiskPressure, false},
+	{v1.NodePIDPressure, v1.TaintNodePIDPressure, false},
+}
+
+// toleratesPressure reports whether p may go to n as the scheduler's
+// TaintToleration filter sees the pressure taints of n's conditions: the
+// control plane tolerates memory pressure for pods other than BestEffort.
+func toleratesPressure(p *v1.Pod, n *v1.Node) bool {
+	for _, pt := range pressureTaints {
+		if conditionStatus(n, pt.cond) != v1.ConditionTrue || (pt.bestEffort && podutil.QOSClass(p) != v1.PodQOSBestEffort) {
+			continue
+		}
+		taint := v1.Taint{Key: pt.taint, Effect: v1.TaintEffectNoSchedule}
+		if !slices.ContainsFunc(p.Spec.Tolerations, func(t v1.Toleration) bool { return t.ToleratesTaint(logr.Discard(), &taint, false) }) {
+			return false
+		}
+	}
+	return true
+}
+
+func conditionStatus(n *v1.Node, t v1.NodeConditionType) v1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return v1.ConditionUnknown
 }
 
 func nodeReady(n *v1.Node) bool {

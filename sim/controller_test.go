@@ -22,6 +22,9 @@ type replicaSet struct {
 	Template v1.PodSpec
 	Ann      map[string]string
 	Pods     *sim.PodClient
+	// KeepFailed leaves finished pods for the test to read, as a real
+	// ReplicaSet does (the pod GC collects them); default deleted.
+	KeepFailed bool
 
 	mu      sync.Mutex
 	created int
@@ -59,7 +62,9 @@ func (r *replicaSet) reconcile(ctx context.Context, pods []v1.Pod) {
 	for _, p := range pods {
 		switch {
 		case p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded:
-			_ = r.Pods.Delete(ctx, p.Name, metav1.DeleteOptions{})
+			if !r.KeepFailed {
+				_ = r.Pods.Delete(ctx, p.Name, metav1.DeleteOptions{})
+			}
 		case p.DeletionTimestamp == nil:
 			active++
 		}

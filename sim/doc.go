@@ -32,6 +32,18 @@
 // Terminating, as in a cluster, until the agent returns.
 // Config.NoScheduler and Config.NoTaintEviction turn those two off.
 //
+// Node-pressure eviction is off by default. Config.Eviction gives a node
+// the kubelet's eviction manager (package eviction) over its Summary API
+// (package stats over its runtime, so over the usage the annotations
+// below and fake.Runtime.SetUsage script): the node evicts pods (Failed,
+// reason Evicted, the kubelet's message), reports MemoryPressure,
+// DiskPressure and PIDPressure, and its admission refuses pods under them.
+// The scheduler reads those conditions as it reads the NoSchedule taints
+// TaintNodesByCondition makes of them: no BestEffort pod goes to a node
+// under memory pressure, no pod to one under disk or PID pressure, unless
+// it tolerates the taint. A Node shows a pressure with its next status
+// (within 10s, as the kubelet's): a pod bound before then is refused.
+//
 //	cl, _ := sim.New(sim.Config{Seed: 1})
 //	defer cl.Close()
 //	cl.AddNode("node-a")
@@ -84,7 +96,9 @@
 // beyond the pod fields named above (with DefaultTolerationSeconds' 300s
 // tolerations); the scheduler only balances pod counts; the controllers
 // read the store itself (no informer lag) and act on what one instant
-// changed in name order; the node lifecycle controller sets no NoSchedule
+// changed in name order; a pressure condition shows in the instant the
+// eviction manager found it or with the node's next status, as the two
+// run in the same instant in either order; the node lifecycle controller sets no NoSchedule
 // taints for conditions (the scheduler reads readiness) and records no
 // events of its own (NodeNotReady, RegisteredNode); Patch supports the
 // status subresource's strategic merge patches only; watches replay the

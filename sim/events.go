@@ -24,7 +24,7 @@ type Event struct {
 	Object string
 	// What changed, e.g. "phase Running", "app restarts 2", "app waiting
 	// CrashLoopBackOff", "ready True", "deleting", "deleted", "tainted
-	// node.kubernetes.io/unreachable:NoExecute"; for a recorded event,
+	// node.kubernetes.io/unreachable:NoExecute", "MemoryPressure True"; for a recorded event,
 	// "event <Type> <Reason> (<Source>[, <FieldPath>]): <Message>".
 	What string
 	// Type ("Normal", "Warning"), Reason, Message, FieldPath and Source
@@ -118,8 +118,19 @@ func diffPod(out []string, a, b *podView) []string {
 }
 
 type nodeView struct {
-	ready  string
-	taints []string // key[=value]:effect, sorted
+	ready    string
+	taints   []string // key[=value]:effect, sorted
+	pressure []string // the pressure conditions True, in pressureTaints order
+}
+
+func pressureOf(n *v1.Node) []string {
+	var out []string
+	for _, pt := range pressureTaints {
+		if conditionStatus(n, pt.cond) == v1.ConditionTrue {
+			out = append(out, string(pt.cond))
+		}
+	}
+	return out
 }
 
 func taintsOf(n *v1.Node) []string {
@@ -208,7 +219,20 @@ func (c *Cluster) flushLocked() {
 				evs = append(evs, Event{Time: now, Kind: "Node", Object: name, What: "untainted " + t})
 			}
 		}
-		c.nodeViews[name] = nodeView{ready: ready, taints: taints}
+		// Pressure is logged as it comes and goes (a Node without it
+		// logs nothing).
+		pressure := pressureOf(n)
+		for _, p := range pressure {
+			if !slices.Contains(old.pressure, p) {
+				evs = append(evs, Event{Time: now, Kind: "Node", Object: name, What: p + " True"})
+			}
+		}
+		for _, p := range old.pressure {
+			if !slices.Contains(pressure, p) {
+				evs = append(evs, Event{Time: now, Kind: "Node", Object: name, What: p + " False"})
+			}
+		}
+		c.nodeViews[name] = nodeView{ready: ready, taints: taints, pressure: pressure}
 	}
 	for k, p := range c.dirtyPods {
 		var b *podView
