@@ -2,6 +2,8 @@ package podworkers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"testing"
@@ -12,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -355,4 +359,45 @@ func TestReadyQueueStaysFIFOAndBounded(t *testing.T) {
 	if backlog := next - want; cap(p.ready) > 4*backlog+256 {
 		t.Fatalf("queue holds %d with %d pods waiting", cap(p.ready), backlog)
 	}
+}
+
+// TestSyncErrorsAreLoggedAsTheKubelets: a pod waiting out a crash-loop or
+// image-pull back-off is no sync failure (the kubelet logs nothing for it);
+// other errors are logged at error level.
+func TestSyncErrorsAreLoggedAsTheKubelets(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		wantError bool
+	}{
+		{"crash-loop back-off", fmt.Errorf("%w: %w", ErrTransient, errors.Join(fmt.Errorf("StartContainer for %q failed: %w", "app", runtime.ErrCrashLoopBackOff))), false},
+		{"image pull back-off", fmt.Errorf("%w: %w", ErrTransient, runtime.ErrImagePullBackOff), false},
+		{"cancelled", context.Canceled, false},
+		{"a failure", errors.New("sandbox refused"), true},
+		{"a transient failure that is no back-off", fmt.Errorf("%w: network not ready", ErrTransient), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var errorLines int
+			log := funcr.New(func(_, _ string) {}, funcr.Options{})
+			log = logr.New(&countErrors{LogSink: log.GetSink(), n: &errorLines})
+			p, err := New(Config{Syncer: nopSyncer{}, Cache: runtime.NewCache(), Log: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.logSyncError(tc.err, "uid", StateSyncing)
+			if got := errorLines == 1; got != tc.wantError {
+				t.Fatalf("logged %d error lines, want error %v", errorLines, tc.wantError)
+			}
+		})
+	}
+}
+
+type countErrors struct {
+	logr.LogSink
+	n *int
+}
+
+func (c *countErrors) Error(err error, msg string, kv ...any) {
+	*c.n++
+	c.LogSink.Error(err, msg, kv...)
 }

@@ -726,11 +726,16 @@ func (p *PodWorkers) work(root, ctx context.Context, uid types.UID, w *work) boo
 //
 //go:noinline
 func (p *PodWorkers) logSyncError(err error, uid types.UID, state State) {
-	if errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, context.Canceled):
 		p.log.V(2).Info("Pod sync cancelled", "podUID", uid, "state", state)
-		return
+	case errors.Is(err, runtime.ErrCrashLoopBackOff) || errors.Is(err, runtime.ErrImagePullBackOff):
+		// A container waiting out its back-off is no sync failure: the
+		// kubelet does not log it (the runtime's BackOff event says it).
+		p.log.V(4).Info("Pod sync waits for a back-off", "podUID", uid, "state", state, "reason", err)
+	default:
+		p.log.Error(err, "Error syncing pod, will retry", "podUID", uid, "state", state)
 	}
-	p.log.Error(err, "Error syncing pod, will retry", "podUID", uid, "state", state)
 }
 
 // sync calls the syncer method for w's state, turning a panic into an error.

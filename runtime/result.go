@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // SyncAction names one step of SyncPod or KillPod.
@@ -66,8 +67,8 @@ func (p *PodSyncResult) Fail(err error) { p.SyncError = err }
 
 // Error joins the SyncError and every failed step's error, or returns nil.
 // Each step error reads "Action for "target" failed: err: message" (without
-// ": message" when the message is empty) and still
-// matches its sentinel with errors.Is.
+// ": message" when the message is empty or err already says it, as
+// CrashLoopBackOff's does) and still matches its sentinel with errors.Is.
 func (p PodSyncResult) Error() error {
 	var errs []error
 	if p.SyncError != nil {
@@ -76,7 +77,7 @@ func (p PodSyncResult) Error() error {
 	for _, r := range p.SyncResults {
 		switch {
 		case r.Error == nil:
-		case r.Message == "":
+		case r.Message == "" || strings.Contains(r.Error.Error(), r.Message):
 			errs = append(errs, fmt.Errorf("%s for %q failed: %w", r.Action, r.Target, r.Error))
 		default:
 			errs = append(errs, fmt.Errorf("%s for %q failed: %w: %s", r.Action, r.Target, r.Error, r.Message))

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 )
 
 func TestPodSyncResultError(t *testing.T) {
@@ -32,6 +36,21 @@ func TestPodSyncResultError(t *testing.T) {
 		assert.Contains(t, err.Error(), "back-off 10s restarting failed container")
 		assert.True(t, strings.HasSuffix(err.Error(), "InitContainer for \"init\" failed: ImagePullBackOff"), "no dangling separator without a message: %q", err)
 		assert.NotContains(t, err.Error(), `"ok"`)
+	})
+
+	t.Run("a message the error already says is said once, as CrashLoopBackOff's", func(t *testing.T) {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
+		c := &v1.Container{Name: "app"}
+		b := NewBackoff(10*time.Second, 5*time.Minute, 10*time.Minute, clock.RealClock{})
+		st := &PodStatus{ContainerStatuses: []*ContainerStatus{{Name: "app", State: ContainerStateExited, FinishedAt: time.Now()}}}
+		_, _ = CrashLoopBackOff(b, pod, c, st) // the first exit is recorded
+		msg, err := CrashLoopBackOff(b, pod, c, st)
+		require.Error(t, err)
+		var r PodSyncResult
+		r.NewStep(StartContainer, "app").Fail(err, msg)
+		text := r.Error().Error()
+		assert.Equal(t, 1, strings.Count(text, "restarting failed container=app"), text)
+		assert.ErrorIs(t, r.Error(), ErrCrashLoopBackOff)
 	})
 
 	t.Run("SyncError alone is the error", func(t *testing.T) {
