@@ -59,6 +59,14 @@
 //   - sim: a harness for controller tests: many agents on in-memory
 //     runtimes against an in-memory API store, on virtual time, seeded.
 //
+// One lifecycle convention across the packages: a long-running part has
+// Run(ctx), which blocks until ctx ends and returns once its goroutines
+// have stopped (agent.Agent, node.Controller, pleg.GenericPLEG and
+// EventedPLEG, podworkers.PodWorkers, prober.Manager, status.Manager,
+// syncloop.Loop, stats.Provider, eviction.Manager, the podconfig
+// sources); run it in a goroutine of its own. No method named Start
+// blocks.
+//
 // # Deliberate differences from the kubelet
 //
 // nodekit follows the kubelet (pkg/kubelet) wherever it can; these are the

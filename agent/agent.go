@@ -311,7 +311,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		})
 	}
-	spawn("status", inner, func(ctx context.Context) error { a.status.Start(ctx); return nil })
+	spawn("status", inner, func(ctx context.Context) error { a.status.Run(ctx); return nil })
 	spawn("podworkers", inner, a.workers.Run)
 	spawn("prober", inner, a.prober.Run)
 	spawn("probe-updates", inner, a.runProbeUpdates)

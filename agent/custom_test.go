@@ -101,7 +101,7 @@ func TestCustomAgentFromExportedParts(t *testing.T) {
 	cfg, _ := podconfig.NewPodConfig(podconfig.Incremental, podconfig.Options{})
 	loop, _ := syncloop.New(syncloop.Config{Pods: c.pods, PLEG: p.Watch(), WorkQueue: queue})
 	done := make(chan struct{}, 3)
-	for _, run := range []func(context.Context) error{p.Start, c.workers.Run, func(ctx context.Context) error { return loop.Run(ctx, cfg.Updates(), c) }} {
+	for _, run := range []func(context.Context) error{p.Run, c.workers.Run, func(ctx context.Context) error { return loop.Run(ctx, cfg.Updates(), c) }} {
 		go func() { _ = run(ctx); done <- struct{}{} }()
 	}
 	defer func() { cancel(); <-done; <-done; <-done }()

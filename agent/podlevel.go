@@ -66,9 +66,9 @@ func (a *Agent) setupEvented() error {
 // runPLEG runs the evented PLEG if there is one, else the generic PLEG.
 func (a *Agent) runPLEG(ctx context.Context) error {
 	if a.evented != nil {
-		return a.evented.Start(ctx)
+		return a.evented.Run(ctx)
 	}
-	return a.pleg.Start(ctx)
+	return a.pleg.Run(ctx)
 }
 
 // ownedStatus is the API status of pod on a runtime that owns it: what the

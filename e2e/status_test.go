@@ -33,7 +33,7 @@ func startStatusManager(t *testing.T, cs *kubernetes.Clientset, cfg status.Confi
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sm.Start(ctx)
+		sm.Run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()

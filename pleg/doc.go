@@ -53,7 +53,7 @@
 // a pod (no event may come to refresh what it left stale).
 //
 // Usage: ExampleNew relists an in-memory runtime and reads the events (a
-// test drives the PLEG so, with Relist and Watch, without Start); a program
-// runs Start(ctx) on a goroutine instead. ExampleNewEvented wraps the generic
+// test drives the PLEG so, with Relist and Watch, without Run); a program
+// runs Run(ctx) on a goroutine instead. ExampleNewEvented wraps the generic
 // PLEG for a streaming runtime and starts the wrapper, which runs both.
 package pleg

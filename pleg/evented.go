@@ -27,7 +27,7 @@ const (
 type EventedConfig struct {
 	// Generic relists: slowly while the event stream works, at its own
 	// period (as configured when NewEvented is called) while it does not.
-	// Required; the EventedPLEG runs it, so do not Start it yourself.
+	// Required; the EventedPLEG runs it, so do not Run it yourself.
 	Generic *GenericPLEG
 	// Events is the runtime's container event stream. Required.
 	Events runtime.ContainerEventer
@@ -161,10 +161,10 @@ func (e *EventedPLEG) Healthy() (bool, error) {
 // Streaming reports whether the event stream is up.
 func (e *EventedPLEG) Streaming() bool { return e.streaming.Load() }
 
-// Start runs the generic PLEG and the event stream until ctx ends, and
-// returns nil once both have stopped. A second Start while one runs returns
+// Run runs the generic PLEG and the event stream until ctx ends, and
+// returns nil once both have stopped. A second Run while one runs returns
 // ErrAlreadyStarted.
-func (e *EventedPLEG) Start(ctx context.Context) error {
+func (e *EventedPLEG) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
 	}
@@ -177,7 +177,7 @@ func (e *EventedPLEG) Start(ctx context.Context) error {
 		e.setStreaming(false)
 	}()
 	wg.Go(func() {
-		if err := e.g.Start(ctx); err != nil {
+		if err := e.g.Run(ctx); err != nil {
 			e.g.log.Error(err, "Generic PLEG did not start")
 		}
 	})

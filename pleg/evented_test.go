@@ -47,7 +47,7 @@ func newEventedFixtureWith(t *testing.T, reg prometheus.Registerer) *eventedFixt
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- f.e.Start(ctx) }()
+	go func() { done <- f.e.Run(ctx) }()
 	f.stop = func() {
 		cancel()
 		require.NoError(t, recv(t, done, "Start to return"))
@@ -124,7 +124,7 @@ func TestEventedPLEGWithoutStreamRelistsAtNormalPeriod(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.Start(ctx) }()
+	go func() { done <- e.Run(ctx) }()
 	recv(t, relisted, "the relist at start")
 	require.Eventually(t, tp.clock.HasWaiters, guard, time.Millisecond)
 	tp.clock.Step(time.Second)
@@ -251,7 +251,7 @@ func TestEventedPLEGReconnectsWithBackOff(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.Start(ctx) }()
+	go func() { done <- e.Run(ctx) }()
 	defer func() { cancel(); require.NoError(t, recv(t, done, "Start to return")) }()
 
 	var at []time.Time
@@ -317,7 +317,7 @@ func startSilentStream(t *testing.T, tp *testPLEG, relisted <-chan struct{}) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.Start(ctx) }()
+	go func() { done <- e.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, recv(t, done, "Start to return"))
@@ -453,7 +453,7 @@ func TestEventedPLEGDeclaresTheCacheCurrentOnlyAfterARelist(t *testing.T) {
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- e.Start(ctx) }()
+			go func() { done <- e.Run(ctx) }()
 			defer func() {
 				cancel()
 				require.NoError(t, recv(t, done, "Start to return"))

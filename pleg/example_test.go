@@ -36,7 +36,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	// A program runs `go p.Start(ctx)`; one relist shows what it does.
+	// A program runs `go p.Run(ctx)`; one relist shows what it does.
 	if err := p.Relist(context.Background()); err != nil {
 		panic(err)
 	}
@@ -64,7 +64,7 @@ func ExampleNewEvented() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.Start(ctx) }() // runs g too; e.Watch() is g.Watch()
+	go func() { done <- e.Run(ctx) }() // runs g too; e.Watch() is g.Watch()
 	for !e.Streaming() {
 		time.Sleep(time.Millisecond)
 	}

@@ -93,7 +93,7 @@ func eventIndex(t PodLifecycleEventType) int {
 }
 
 // New returns a GenericPLEG for c, or an error wrapping
-// runtime.ErrInvalidConfig. It does not relist until Start or Relist.
+// runtime.ErrInvalidConfig. It does not relist until Run or Relist.
 func New(c Config) (*GenericPLEG, error) {
 	c, err := c.withDefaults()
 	if err != nil {
@@ -126,7 +126,7 @@ func New(c Config) (*GenericPLEG, error) {
 func (g *GenericPLEG) Watch() <-chan PodLifecycleEvent { return g.events }
 
 // SetRelistDuration changes the relist period and the health threshold. A
-// running Start applies the new period at once, counted from the end of the
+// running Run applies the new period at once, counted from the end of the
 // last relist. Both must be positive.
 func (g *GenericPLEG) SetRelistDuration(period, threshold time.Duration) error {
 	if period <= 0 || threshold <= 0 {
@@ -138,7 +138,7 @@ func (g *GenericPLEG) SetRelistDuration(period, threshold time.Duration) error {
 	return nil
 }
 
-// wake makes a waiting Start re-read its period.
+// wake makes a waiting Run re-read its period.
 func (g *GenericPLEG) wake() {
 	select {
 	case g.periodChanged <- struct{}{}:
@@ -172,11 +172,11 @@ func (g *GenericPLEG) Healthy() (bool, error) {
 	return true, nil
 }
 
-// Start relists at once and then every relist period until ctx ends, and
+// Run relists at once and then every relist period until ctx ends, and
 // returns nil after the last relist has finished. It blocks: run it in a
-// goroutine of its own. A second Start while one runs returns
+// goroutine of its own. A second Run while one runs returns
 // ErrAlreadyStarted.
-func (g *GenericPLEG) Start(ctx context.Context) error {
+func (g *GenericPLEG) Run(ctx context.Context) error {
 	if !g.running.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
 	}
@@ -215,7 +215,7 @@ func (g *GenericPLEG) Relist(ctx context.Context) error {
 	st.Err = err
 	incomplete := err != nil || len(g.reinspect) > 0
 	if was := g.incomplete.Swap(incomplete); incomplete && !was {
-		g.wake() // a waiting Start re-times its wait with the retry period
+		g.wake() // a waiting Run re-times its wait with the retry period
 	}
 	st.Duration = g.clock.Since(st.Timestamp)
 	if g.metrics != nil {

@@ -242,7 +242,7 @@ func TestStartRelistsEveryPeriodUntilCancelled(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- tp.Start(ctx) }()
+	go func() { done <- tp.Run(ctx) }()
 
 	recv(t, relisted, "the relist at start")
 	for range 2 {
@@ -250,7 +250,7 @@ func TestStartRelistsEveryPeriodUntilCancelled(t *testing.T) {
 		tp.clock.Step(time.Second)
 		recv(t, relisted, "a relist one period later")
 	}
-	assert.ErrorIs(t, tp.Start(ctx), ErrAlreadyStarted)
+	assert.ErrorIs(t, tp.Run(ctx), ErrAlreadyStarted)
 	cancel()
 	assert.NoError(t, recv(t, done, "Start to return"))
 	ok, _ := tp.Healthy()
@@ -265,7 +265,7 @@ func TestShorterRelistPeriodAppliesWhileRunning(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- tp.Start(ctx) }()
+	go func() { done <- tp.Run(ctx) }()
 	recv(t, lists, "the relist at start")
 
 	require.NoError(t, tp.SetRelistDuration(time.Second, time.Minute))

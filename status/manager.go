@@ -172,10 +172,10 @@ func NewManager(c Config) (*Manager, error) {
 	}, nil
 }
 
-// Start syncs statuses with the apiserver until ctx ends, then returns:
+// Run syncs statuses with the apiserver until ctx ends, then returns:
 // quickly after each change, and every SyncPeriod for all pods. Without a
 // PodClient it only waits for ctx. Call it once, in its own goroutine.
-func (m *Manager) Start(ctx context.Context) {
+func (m *Manager) Run(ctx context.Context) {
 	if m.client == nil {
 		m.log.Info("No pod client; statuses are kept but not sent")
 		<-ctx.Done()
@@ -198,7 +198,7 @@ func (m *Manager) Start(ctx context.Context) {
 // Sync sends every status the apiserver does not have yet, deletes
 // finished pods and orphaned mirror pods, and returns when done, as the
 // periodic reconcile does. It is for tests and for a final flush on
-// shutdown; Start does the same on its own. Without a PodClient it does
+// shutdown; Run does the same on its own. Without a PodClient it does
 // nothing.
 func (m *Manager) Sync(ctx context.Context) {
 	if m.client == nil {

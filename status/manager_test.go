@@ -621,7 +621,7 @@ func TestWithoutClientStatusesAreServed(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { m.Start(ctx); close(done) }()
+	go func() { m.Run(ctx); close(done) }()
 	cancel()
 	<-done
 
@@ -636,7 +636,7 @@ func TestStartSyncsChangesAndReconciles(t *testing.T) {
 	m, clk := newManager(t, f, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { m.Start(ctx); close(done) }()
+	go func() { m.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
 	wait, wcancel := context.WithTimeout(ctx, 30*time.Second)
@@ -839,7 +839,7 @@ func TestResendSendsAHeldBackTerminalPhase(t *testing.T) {
 	m.SetPodStatus(pod, failed)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); m.Start(ctx) }()
+	go func() { defer close(done); m.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	phase := func() v1.PodPhase { p, _ := f.Pod("ns", "p"); return p.Status.Phase }
 	require.Eventually(t, func() bool { return len(verbs(f)) >= 2 }, 5*time.Second, time.Millisecond)
