@@ -28,4 +28,8 @@
 //	go m.Run(ctx)
 //	m.AddPod(pod)
 //	for u := range m.Updates() { ... }
+//
+// ProbeOnce runs one probe of a container now and returns its verdict and
+// output, with no worker, result or event: for a program that schedules
+// probes itself, or checks one by hand.
 package prober

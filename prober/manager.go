@@ -320,8 +320,9 @@ func (m *Manager) Result(t ProbeType, id runtime.ContainerID) (Result, bool) {
 
 // Started reports whether the container instance (its API ContainerID,
 // "type://id") has passed its startup probe. It is what the status
-// generation asks for containers with a startup probe.
-func (m *Manager) Started(_ types.UID, _, containerID string) bool {
+// generation asks for containers with a startup probe; the instance's ID
+// alone decides, podUID and name are the status generation's signature.
+func (m *Manager) Started(podUID types.UID, name, containerID string) bool {
 	id, err := runtime.ParseContainerID(containerID)
 	if err != nil {
 		return false

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nodekit/nodekit/runtime"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
@@ -48,17 +49,7 @@ const maxRetries = 3
 // probe runs w's probe (retrying errors), records the kubelet's events and
 // returns the result; an error means no verdict.
 func (m *Manager) probe(ctx context.Context, w *worker, podIP string) (Result, error) {
-	var (
-		o   outcome
-		out string
-		err error
-	)
-	for i := 0; i < maxRetries; i++ {
-		o, out, err = m.runProbe(ctx, w, podIP)
-		if err == nil || w.spec.invalid != nil || ctx.Err() != nil {
-			break
-		}
-	}
+	o, out, err := m.runRetried(ctx, w, podIP)
 	if ctx.Err() != nil {
 		// Cut short by the worker's stop (pod removed, terminating, Run
 		// ending): the failed request or dial this leaves says nothing
@@ -82,6 +73,18 @@ func (m *Manager) probe(ctx context.Context, w *worker, podIP string) (Result, e
 		m.event(w, ReasonUnhealthy, "%s probe failed: %s", w.typ, out)
 	}
 	return Failure, nil
+}
+
+// runRetried runs w's probe, again at once while it errors, up to
+// maxRetries times.
+func (m *Manager) runRetried(ctx context.Context, w *worker, podIP string) (o outcome, out string, err error) {
+	for i := 0; i < maxRetries; i++ {
+		o, out, err = m.runProbe(ctx, w, podIP)
+		if err == nil || w.spec.invalid != nil || ctx.Err() != nil {
+			break
+		}
+	}
+	return o, out, err
 }
 
 func (m *Manager) runProbe(ctx context.Context, w *worker, podIP string) (outcome, string, error) {
@@ -196,4 +199,30 @@ func (m *Manager) clockTimeout(ctx context.Context, timeout time.Duration) (cont
 		}
 	}()
 	return ctx, func() { cancel(context.Canceled) }
+}
+
+// ProbeOnce runs probe p of container c (instance id) of pod once, now, as
+// a worker would (the command's $(VAR) expanded from c's env, the
+// timeout on the Manager's clock, an erroring probe retried three times),
+// and returns the verdict and the probe's output (the body of a
+// redirect's warning, an exec's output, a failure's message), recording
+// no event and keeping no result: for a program that drives probes itself,
+// or checks one by hand. podIP is where network probes without a host go.
+// An error means no verdict: an invalid probe, or ctx ended.
+func (m *Manager) ProbeOnce(ctx context.Context, t ProbeType, pod *v1.Pod, c *v1.Container, id runtime.ContainerID, p *v1.Probe, podIP string) (Result, string, error) {
+	if pod == nil || c == nil || p == nil {
+		return Failure, "", errors.New("prober: ProbeOnce needs a pod, a container and a probe")
+	}
+	w := newWorker(m, pod, c, false, t, p)
+	w.cid = id
+	o, out, err := m.runRetried(ctx, w, podIP)
+	switch {
+	case ctx.Err() != nil:
+		return Failure, "", ctx.Err()
+	case err != nil:
+		return Failure, out, err
+	case o == outcomeSuccess || o == outcomeWarning:
+		return Success, out, nil
+	}
+	return Failure, out, nil
 }
