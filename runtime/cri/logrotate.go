@@ -249,6 +249,11 @@ func (l *ContainerLogManager) rotate(ctx context.Context, id, path string) error
 		}
 	}
 	to := path + "." + l.clock.Now().Format(rotatedTimestampFormat)
+	if exists(to) || exists(to+compressSuffix) {
+		// rotated already this second (the names have seconds only): the
+		// next pass does it, rather than overwrite that file
+		return nil
+	}
 	if err := os.Rename(path, to); err != nil {
 		return err
 	}
@@ -261,6 +266,11 @@ func (l *ContainerLogManager) rotate(ctx context.Context, id, path string) error
 		return err
 	}
 	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // rotatedLogs lists path's rotated files, oldest first. With cleanup it

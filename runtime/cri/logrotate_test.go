@@ -147,6 +147,20 @@ func TestContainerLogRotation(t *testing.T) {
 			want: []string{"0.log", "0.log.20260101-000000.gz", "0.log." + ts},
 		},
 		{
+			name: "a second rotation within a second waits rather than overwrite", maxSize: 100,
+			setup: func(t *testing.T, e *rotEnv) {
+				write(t, e.log, big)
+				write(t, e.log+"."+ts+".gz", "rotated this second")
+			},
+			want: []string{"0.log", "0.log." + ts + ".gz"},
+			check: func(t *testing.T, e *rotEnv) {
+				b, err := os.ReadFile(e.log + "." + ts + ".gz")
+				require.NoError(t, err)
+				assert.Equal(t, "rotated this second", string(b))
+				assert.Zero(t, e.srv.Calls("ReopenContainerLog"))
+			},
+		},
+		{
 			name: "a missing log is reopened", maxSize: 100,
 			setup: func(t *testing.T, e *rotEnv) { require.NoError(t, os.Remove(e.log)) },
 			want:  []string{"0.log"},
