@@ -3,6 +3,7 @@ package cri_test
 import (
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -263,6 +264,26 @@ func TestLogRotationConfigIsChecked(t *testing.T) {
 			tt.cfg(&c)
 			_, err := cri.New(context.Background(), c)
 			require.ErrorIs(t, err, runtime.ErrInvalidConfig)
+		})
+	}
+}
+
+func TestRotateLogsRotatesEveryRunningContainerWithItsWorkers(t *testing.T) {
+	for _, workers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
+			e := newFakeEnv(t, func(c *cri.Config) { c.ContainerLogMaxSize, c.ContainerLogMaxWorkers = 10, workers })
+			e.srv.SetBehavior("main", fakecri.Behavior{Log: "more than ten bytes"})
+			var logs []string
+			for _, name := range []string{"a", "b", "c", "d"} {
+				pod := newPod(name, "busybox:1")
+				require.NoError(t, e.sync(t, pod, nil).Error())
+				logs = append(logs, filepath.Join(logDir(e.logs, pod), "main", "0.log"))
+			}
+			require.NoError(t, e.m.LogManager().RotateLogs(e.ctx))
+			for _, l := range logs {
+				assert.FileExists(t, l+"."+t0.Format("20060102-150405"))
+			}
+			assert.Equal(t, len(logs), e.srv.Calls("ReopenContainerLog"))
 		})
 	}
 }
