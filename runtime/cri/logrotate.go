@@ -58,7 +58,7 @@ type ContainerLogManager struct {
 	workers  int
 	interval time.Duration
 	timeout  time.Duration
-	// mu keeps Clean off a rotation in progress.
+	// mu keeps log removal (clean) off a rotation in progress.
 	mu sync.Mutex
 }
 
@@ -351,9 +351,9 @@ func compressLog(f string) (err error) {
 	return os.Remove(f)
 }
 
-// Clean removes a container's log file and its rotated files, as the
+// clean removes a container's log file and its rotated files, as the
 // kubelet does before removing the container.
-func (l *ContainerLogManager) Clean(path string) error {
+func (l *ContainerLogManager) clean(path string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	all, err := filepath.Glob(globEscape(path) + ".*")

@@ -47,7 +47,7 @@ func (m *Manager) removeContainer(ctx context.Context, id string) error {
 		return wrapErr("ContainerStatus", err)
 	}
 	if p := st.GetStatus().GetLogPath(); p != "" && m.underLogsRoot(p) {
-		if err := m.logs.Clean(p); err != nil {
+		if err := m.logs.clean(p); err != nil {
 			return err
 		}
 	}
