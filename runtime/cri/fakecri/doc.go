@@ -8,8 +8,7 @@
 //
 //   - containers that exit on command (Exit) or right after they start
 //     (SetBehavior with ExitOnStart), with an optional log line written to
-//     the container's log file in the CRI log format, and more lines
-//     appended on command (AppendLog);
+//     the container's log file in the CRI log format;
 //   - ReopenContainerLog recreates a running container's log file, as
 //     containerd does after the kubelet rotated it;
 //   - injectable errors per method, once (FailNext) or until cleared
@@ -28,7 +27,7 @@
 //
 //   - nothing runs: containers have no processes, StopContainer exits a
 //     container at once (exit code 0, or 137 when the sandbox is stopped)
-//     whatever the timeout, and logs hold only what SetBehavior and AppendLog say;
+//     whatever the timeout, and logs hold only what SetBehavior says;
 //   - IDs are readable, not random: sandbox "name_namespace_uid_attempt",
 //     container "sandboxID_name_attempt";
 //   - every sandbox gets the IP 192.168.192.168, also with host network;

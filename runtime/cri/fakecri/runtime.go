@@ -317,23 +317,6 @@ func (r *runtimeServer) ReopenContainerLog(ctx context.Context, req *runtimeapi.
 	return &runtimeapi.ReopenContainerLogResponse{}, nil
 }
 
-// AppendLog appends CRI log lines (one per line of text, on stdout, stamped
-// with the server's clock) to a container's log file, as if it had written
-// them.
-func (s *Server) AppendLog(containerID, text string) error {
-	s.Runtime.Lock()
-	c, ok := s.Runtime.Containers[containerID]
-	var path string
-	if ok {
-		path = c.LogPath
-	}
-	s.Runtime.Unlock()
-	if !ok || path == "" {
-		return fmt.Errorf("fakecri: container %q has no log file", containerID)
-	}
-	return writeLog(path, text, s.clock.Now().Format("2006-01-02T15:04:05.999999999Z07:00"))
-}
-
 func (r *runtimeServer) ContainerStats(ctx context.Context, req *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
 	st, err := r.s.Runtime.ContainerStats(ctx, req.ContainerId)
 	if err != nil {
