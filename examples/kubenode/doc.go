@@ -14,7 +14,9 @@
 // no commands: containers run until stopped, init containers exit 0. It
 // takes the standalone agent's flags too (-pod-manifest-path, -manifest-url,
 // -max-pods, -sync-frequency, the DNS flags and, with -cri, the QoS cgroup
-// flags -cgroups-per-qos, -system-reserved, ..., and the server flags
+// flags -cgroups-per-qos, -system-reserved, ..., the container log
+// rotation flags -container-log-max-size, -container-log-max-files, ...,
+// and the server flags
 // -port, -healthz-port, -tls-cert-file, ...: it serves the kubelet's
 // endpoints as the standalone agent does; both programs define these flags
 // in examples/internal/nodeflags), plus the kubelet's -node-labels,

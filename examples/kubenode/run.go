@@ -393,7 +393,8 @@ func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, reg pr
 		stopSources()
 		return nil, nil, err
 	}
-	return m, func() { m.Close(); stopSources() }, nil
+	stopLogs := nodeflags.RunLogRotation(ctx, m)
+	return m, func() { stopLogs(); m.Close(); stopSources() }, nil
 }
 
 // kubeletPort is the port the Node reports for -port: none when -port 0

@@ -194,5 +194,6 @@ func newRuntime(ctx context.Context, o *options, reg prometheus.Registerer, log 
 	if err != nil {
 		return nil, nil, err
 	}
-	return m, func() { m.Close() }, nil
+	stopLogs := nodeflags.RunLogRotation(ctx, m)
+	return m, func() { stopLogs(); m.Close() }, nil
 }

@@ -94,8 +94,19 @@
 // sidecar waits for the regular containers and the sidecars declared after
 // it, out of its grace period.
 //
-// Not (yet) covered: probes (package prober), QoS OOM scores, removal of
-// single containers' log files.
+// Container logs are rotated as the kubelet's ContainerLogManager does
+// (LogManager, run by its Run): every ContainerLogMonitorInterval (10s)
+// each running container's log of ContainerLogMaxSize (10 MiB) or more is
+// renamed to <log>.<YYYYMMDD-hhmmss>, the runtime reopens it
+// (ReopenContainerLog; if that fails the file is renamed back and the next
+// pass tries again), the older rotated files are gzipped and the oldest
+// removed so that ContainerLogMaxFiles (5) remain, the live one included.
+// A negative ContainerLogMaxSize turns rotation off. Package crilog follows
+// a log across its rotations. A container that GarbageCollect or the
+// init-container purge removes has its log and rotated logs removed first,
+// as the kubelet's removeContainer.
+//
+// Not (yet) covered: probes (package prober), QoS OOM scores.
 //
 // Usage: ExampleNew runs a pod over the in-process fake CRI server
 // (runtime/cri/fakecri); against containerd only Config.Endpoint changes

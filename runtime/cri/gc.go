@@ -71,8 +71,9 @@ func (m *Manager) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, a
 
 	var errs []error
 	removeContainer := func(id string) bool {
-		if _, err := m.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
-			errs = append(errs, wrapErr("RemoveContainer", err))
+		// with its log files, as the kubelet's removeContainer
+		if err := m.removeContainer(ctx, id); err != nil {
+			errs = append(errs, err)
 			return false
 		}
 		return true

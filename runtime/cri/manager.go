@@ -49,6 +49,20 @@ type Config struct {
 	// <PodLogsRoot>/<namespace>_<name>_<uid>/<container>/<restartCount>.log.
 	// Default /var/log/pods.
 	PodLogsRoot string
+	// ContainerLogMaxSize is the size in bytes at which a running
+	// container's log file is rotated (the kubelet's containerLogMaxSize).
+	// Default 10 MiB; negative: logs are never rotated. Rotation runs in
+	// LogManager().Run.
+	ContainerLogMaxSize int64
+	// ContainerLogMaxFiles is how many log files a container keeps, the
+	// live one and its rotated (gzipped) ones. Default 5; at least 2.
+	ContainerLogMaxFiles int
+	// ContainerLogMaxWorkers rotates that many containers' logs at once.
+	// Default 1.
+	ContainerLogMaxWorkers int
+	// ContainerLogMonitorInterval is how often log sizes are checked.
+	// Default 10s.
+	ContainerLogMonitorInterval time.Duration
 	// PodsRoot holds per-pod state on the host (the kubelet's
 	// /var/lib/kubelet/pods): emptyDir volumes under
 	// <uid>/volumes/kubernetes.io~empty-dir/<name> and termination-message
@@ -128,6 +142,7 @@ type Manager struct {
 	name    string
 	version string
 	images  *puller
+	logs    *ContainerLogManager
 	hooks   *lifecycle.Runner
 
 	// killed holds the pods KillPod stopped since their last SyncPod, which
@@ -219,6 +234,7 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 		m.name = "cri"
 	}
 	m.images = newPuller(c, m.img)
+	m.logs = newContainerLogManager(m.rt, c)
 	m.hooks = lifecycle.New(lifecycle.Config{Exec: m, PodIP: m.podIP, Clock: c.Clock, Recorder: c.Recorder, Log: c.Log.WithName("hooks")})
 	m.log.V(1).Info("connected to CRI runtime", "endpoint", c.Endpoint, "runtime", m.name, "version", m.version)
 	return m, nil
@@ -266,6 +282,9 @@ func setDefaults(c *Config) error {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
+	}
+	if err := logRotationDefaults(c); err != nil {
+		return fmt.Errorf("%w: %w", err, runtime.ErrInvalidConfig)
 	}
 	if c.Volumes == nil {
 		v, err := volume.New(volume.Config{PodsRoot: c.PodsRoot, Clock: c.Clock, Log: c.Log})

@@ -2,8 +2,6 @@ package cri
 
 import (
 	"context"
-	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -37,9 +35,10 @@ func (m *Manager) purgeInitContainers(ctx context.Context, pod *v1.Pod, status *
 	}
 }
 
-// removeContainer removes a container and then its log file, log first as
-// the kubelet does, so that a failure leaves the container to find again.
-// Only a log under PodLogsRoot is removed.
+// removeContainer removes a container's log files (the live one and its
+// rotated ones) and then the container, log first as the kubelet does, so
+// that a failure leaves the container to find again. Only logs under
+// PodLogsRoot are removed.
 func (m *Manager) removeContainer(ctx context.Context, id string) error {
 	ctx, cancel := m.callCtx(ctx, 0)
 	defer cancel()
@@ -48,7 +47,7 @@ func (m *Manager) removeContainer(ctx context.Context, id string) error {
 		return wrapErr("ContainerStatus", err)
 	}
 	if p := st.GetStatus().GetLogPath(); p != "" && m.underLogsRoot(p) {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := m.logs.clean(p); err != nil {
 			return err
 		}
 	}

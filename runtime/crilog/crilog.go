@@ -94,23 +94,89 @@ func ParseLine(b []byte) (Line, error) {
 // skipped. It returns nil at the end of the file, or with opts.Follow once
 // the container stopped (o.Running) and the file is drained; ctx's error
 // if ctx ends first.
+//
+// A followed file that is rotated (renamed, and the runtime writes a new
+// one at path, as runtime/cri's log rotation does) is read to its end and
+// following goes on in the new file from its start, as the kubelet's
+// ReadLogs. As the kubelet's, tailLines counts lines of the file at path
+// only, not of the rotated files.
 func ReadLogs(ctx context.Context, path string, opts *v1.PodLogOptions, o Options, stdout, stderr io.Writer) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("crilog: open log file: %w", err)
 	}
-	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return fmt.Errorf("crilog: %w", err)
 	}
-	return Read(ctx, f, fi.Size(), opts, o, stdout, stderr)
+	rf := &rotatingFile{path: path, cur: f, curInfo: fi}
+	defer rf.close()
+	return read(ctx, rf, fi.Size(), opts, o, rf, stdout, stderr)
+}
+
+// rotatingFile reads the file open at path and notices when path names
+// another file.
+type rotatingFile struct {
+	path         string
+	cur, next    *os.File
+	curInfo, nfi os.FileInfo
+}
+
+func (f *rotatingFile) ReadAt(p []byte, off int64) (int, error) { return f.cur.ReadAt(p, off) }
+
+// rotated reports whether path now names a new file, and opens it.
+// Between the rename and the runtime's reopen there is no file at path:
+// not rotated yet.
+func (f *rotatingFile) rotated() bool {
+	if f.next != nil {
+		return true
+	}
+	fi, err := os.Stat(f.path)
+	if err != nil || os.SameFile(fi, f.curInfo) {
+		return false
+	}
+	nf, err := os.Open(f.path)
+	if err != nil {
+		return false
+	}
+	if f.nfi, err = nf.Stat(); err != nil {
+		nf.Close()
+		return false
+	}
+	f.next = nf
+	return true
+}
+
+// advance moves to the file rotated found.
+func (f *rotatingFile) advance() {
+	f.cur.Close()
+	f.cur, f.curInfo, f.next, f.nfi = f.next, f.nfi, nil, nil
+}
+
+func (f *rotatingFile) close() {
+	f.cur.Close()
+	if f.next != nil {
+		f.next.Close()
+	}
+}
+
+// rotator is a followed source that a log rotation may replace.
+type rotator interface {
+	// rotated reports that the source was replaced: once the old one is
+	// read to its end, advance moves to the new one.
+	rotated() bool
+	advance()
 }
 
 // Read is ReadLogs on any log in the CRI format: src holds size bytes now
 // and, when followed, grows by appends (a runtime that keeps logs in
 // memory serves them this way).
 func Read(ctx context.Context, src io.ReaderAt, size int64, opts *v1.PodLogOptions, o Options, stdout, stderr io.Writer) error {
+	return read(ctx, src, size, opts, o, nil, stdout, stderr)
+}
+
+func read(ctx context.Context, src io.ReaderAt, size int64, opts *v1.PodLogOptions, o Options, rot rotator, stdout, stderr io.Writer) error {
 	if opts == nil {
 		opts = &v1.PodLogOptions{}
 	}
@@ -140,6 +206,7 @@ func Read(ctx context.Context, src io.ReaderAt, size int64, opts *v1.PodLogOptio
 
 	r := bufio.NewReaderSize(&offsetReader{src: src, off: start}, 32<<10)
 	var pending []byte // a line read up to EOF without its newline yet
+	switching := false // rot was rotated; advance at the next EOF
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -171,6 +238,21 @@ func Read(ctx context.Context, src io.ReaderAt, size int64, opts *v1.PodLogOptio
 		pending = append(pending, chunk...)
 		if !opts.Follow {
 			return nil
+		}
+		if rot != nil {
+			if switching {
+				// the old file is read to its end: go on in the new one
+				rot.advance()
+				r.Reset(&offsetReader{src: src})
+				pending, switching = pending[:0], false
+				continue
+			}
+			if rot.rotated() {
+				// once more to the end of the old file: the runtime may
+				// have written to it until it reopened
+				switching = true
+				continue
+			}
 		}
 		if o.Running != nil && !o.Running(ctx) {
 			// one more pass: lines written just before the exit

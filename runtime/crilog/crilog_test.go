@@ -117,6 +117,58 @@ func TestFollowReadsNewLinesUntilTheContainerStops(t *testing.T) {
 	assert.Equal(t, "first\nsecond\nlast\n", out.String())
 }
 
+func TestFollowGoesOnInTheNewFileAfterARotation(t *testing.T) {
+	path := writeLog(t, criLine(0, "stdout", "F", "first"))
+	var running atomic.Bool
+	running.Store(true)
+	var out testenv.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- crilog.ReadLogs(context.Background(), path, &v1.PodLogOptions{Follow: true},
+			crilog.Options{Running: func(context.Context) bool { return running.Load() }, PollInterval: time.Millisecond, Clock: clock.RealClock{}}, &out, &out)
+	}()
+	require.Eventually(t, func() bool { return out.String() == "first\n" }, 10*time.Second, time.Millisecond)
+	// The runtime's file, as it holds it open.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	want := "first\n"
+	for i, ts := range []string{"20260102-030405", "20260102-030415"} {
+		// rotation: the file is renamed, the runtime writes on to it
+		// until it reopens the log, then to the new file
+		require.NoError(t, os.Rename(path, path+"."+ts))
+		_, err = f.WriteString(criLine(10*i+1, "stdout", "F", "before reopen "+ts))
+		require.NoError(t, err)
+		time.Sleep(20 * time.Millisecond) // the reader polls meanwhile and sees no file
+		require.NoError(t, f.Close())
+		f, err = os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		require.NoError(t, err)
+		_, err = f.WriteString(criLine(10*i+2, "stdout", "F", "after reopen "+ts))
+		require.NoError(t, err)
+		want += "before reopen " + ts + "\nafter reopen " + ts + "\n"
+		require.Eventually(t, func() bool { return out.String() == want }, 10*time.Second, time.Millisecond, "got %q", out.String())
+	}
+	_, err = f.WriteString(criLine(30, "stdout", "F", "last"))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	running.Store(false)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("follow did not end after the container stopped")
+	}
+	assert.Equal(t, want+"last\n", out.String())
+}
+
+func TestTailAfterARotationReadsTheLiveFileAsTheKubelets(t *testing.T) {
+	path := writeLog(t, criLine(0, "stdout", "F", "old one"), criLine(1, "stdout", "F", "old two"))
+	require.NoError(t, os.Rename(path, path+".20260102-030405"))
+	require.NoError(t, os.WriteFile(path, []byte(criLine(2, "stdout", "F", "new")), 0o644))
+	var out bytes.Buffer
+	require.NoError(t, crilog.ReadLogs(context.Background(), path, &v1.PodLogOptions{TailLines: ptr.To[int64](3)}, crilog.Options{}, &out, &out))
+	assert.Equal(t, "new\n", out.String())
+}
+
 func TestFollowEndsWithItsContext(t *testing.T) {
 	path := writeLog(t, criLine(0, "stdout", "F", "x"))
 	ctx, cancel := context.WithCancel(context.Background())

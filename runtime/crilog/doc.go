@@ -10,7 +10,10 @@
 // v1.PodLogOptions as the kubelet applies them: tailLines (found by
 // reading the file backwards, so a huge file costs only its tail),
 // limitBytes, sinceSeconds and sinceTime, timestamps, and follow, which
-// keeps reading until the container stops running or ctx ends.
+// keeps reading until the container stops running or ctx ends. A followed
+// file that is rotated (renamed to <log>.<timestamp> and reopened by the
+// runtime) is read to its end and following goes on in the new file, as
+// the kubelet's; tailLines, as the kubelet's, counts the live file only.
 //
 // Where it sits: under the runtimes. runtime/cri implements
 // runtime.ContainerLogs with it; any runtime that writes CRI log files can.

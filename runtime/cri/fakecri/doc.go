@@ -9,6 +9,8 @@
 //   - containers that exit on command (Exit) or right after they start
 //     (SetBehavior with ExitOnStart), with an optional log line written to
 //     the container's log file in the CRI log format;
+//   - ReopenContainerLog recreates a running container's log file, as
+//     containerd does after the kubelet rotated it;
 //   - injectable errors per method, once (FailNext) or until cleared
 //     (SetError), and injectable latency per method (SetLatency);
 //   - responses rewritten per method (SetResponseRewrite), to send a

@@ -286,9 +286,33 @@ func (r *runtimeServer) UpdateContainerResources(ctx context.Context, req *runti
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }
 
+// ReopenContainerLog creates the log file anew, as containerd does after
+// the kubelet renamed it; only a running container's log can be reopened.
 func (r *runtimeServer) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
-	if err := r.s.Runtime.ReopenContainerLog(ctx, req.ContainerId); err != nil {
+	s := r.s
+	s.Runtime.Lock()
+	c, ok := s.Runtime.Containers[req.ContainerId]
+	var st runtimeapi.ContainerState
+	var path string
+	if ok {
+		st, path = c.State, c.LogPath
+	}
+	s.Runtime.Unlock()
+	switch {
+	case !ok:
+		return nil, status.Errorf(codes.NotFound, "container %q not found", req.ContainerId)
+	case st != runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return nil, status.Errorf(codes.FailedPrecondition, "container %q must be in running state", req.ContainerId)
+	}
+	if err := s.Runtime.ReopenContainerLog(ctx, req.ContainerId); err != nil {
 		return nil, err
+	}
+	if path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "reopening log: %v", err)
+		}
+		f.Close()
 	}
 	return &runtimeapi.ReopenContainerLogResponse{}, nil
 }
