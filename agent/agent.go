@@ -459,7 +459,7 @@ func (a *Agent) runtimeError() error {
 	if a.runOnce {
 		return nil
 	}
-	if ok, err := a.pleg.Healthy(); !ok {
+	if err := a.pleg.Healthy(); err != nil {
 		return fmt.Errorf("PLEG not healthy: %w", err)
 	}
 	return nil

@@ -65,11 +65,13 @@ type Provider interface {
 }
 
 // HealthCheck is a check whose failure makes the node NotReady, as the
-// kubelet's runtime health checks (the PLEG's) do: its message is
-// "<Name> is not healthy: <error>".
+// kubelet's runtime health checks (the PLEG's) do: Check returns nil when
+// healthy, else an error, and the node's message is "<Name> is not
+// healthy: <error>". It has the shape of server.HealthCheck, so the same
+// funcs (pleg's Healthy, agent.Agent's PLEGHealthy) serve both.
 type HealthCheck struct {
 	Name  string
-	Check func() (bool, error)
+	Check func() error
 }
 
 // PressureSource reports resource pressure, the kubelet's eviction

@@ -186,7 +186,7 @@ func joinErrors(msgs []string) string {
 // kubelet's words.
 func (c *Controller) healthErrors(notReady []string) []string {
 	for _, h := range c.cfg.HealthChecks {
-		if ok, err := h.Check(); !ok {
+		if err := h.Check(); err != nil {
 			notReady = append(notReady, fmt.Sprintf("%s is not healthy: %v", h.Name, err))
 		}
 	}
