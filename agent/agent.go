@@ -155,7 +155,7 @@ func New(c Config) (*Agent, error) {
 	a.workers, err = podworkers.New(podworkers.Config{
 		Syncer:         (*syncer)(a),
 		Cache:          a.cache,
-		WorkQueue:      a.queue,
+		ResyncQueue:    a.queue,
 		ResyncInterval: c.SyncFrequency,
 		BackOff:        c.SyncErrorBackOff,
 		Jitter:         c.Jitter,
@@ -319,7 +319,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.loop, err = syncloop.New(syncloop.Config{
 		Pods:          a.pods,
 		PLEG:          a.pleg.Watch(),
-		WorkQueue:     (*workQueue)(a),
+		DuePods:       (*duePods)(a),
 		SourcesReady:  ready,
 		RuntimeErrors: a.runtimeError,
 		Clock:         c.Clock,

@@ -188,9 +188,9 @@ type KnownPod struct {
 	Static bool
 }
 
-// WorkQueue is where the pod workers put each pod's next resync; the sync
-// loop drains due pods from it (see Queue).
-type WorkQueue interface {
+// ResyncQueue is where the pod workers schedule each pod's next resync (the
+// writing side of Queue; the sync loop drains it as syncloop.DuePods).
+type ResyncQueue interface {
 	// Enqueue makes uid due after delay, replacing an earlier due time.
 	Enqueue(uid types.UID, delay time.Duration)
 }

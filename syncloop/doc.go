@@ -14,7 +14,7 @@
 //   - a PLEG event: any but ContainerRemoved syncs the pod if the agent
 //     knows it; ContainerDied also asks a Handler that is a ContainerCleaner
 //     to remove the pod's dead containers;
-//   - a sync tick (SyncPeriod, 1s): the pods due in the WorkQueue (put there
+//   - a sync tick (SyncPeriod, 1s): the pods DuePods hands out (put there
 //     by the pod workers after each sync, so every pod is resynced about
 //     every podworkers.Config.ResyncInterval, the kubelet's syncFrequency)
 //     go to HandlePodSyncs;
@@ -30,6 +30,6 @@
 //
 // Usage: ExampleLoop_Run feeds a loop updates and prints what its Handler
 // gets. In an agent, Config.Pods is the pod manager (package podmanager),
-// PLEG the PLEG's Watch(), WorkQueue the pod workers' Queue, SourcesReady
+// PLEG the PLEG's Watch(), DuePods the pod workers' Queue, SourcesReady
 // podconfig.NewSourcesReady(cfg.SeenAllSources).
 package syncloop

@@ -60,9 +60,10 @@ type PodGetter interface {
 	GetPodByUID(uid types.UID) (*v1.Pod, bool)
 }
 
-// WorkQueue hands out the UIDs of pods due for a resync
-// (podworkers.Queue).
-type WorkQueue interface {
+// DuePods hands out the UIDs of pods due for a resync, on every sync tick
+// (the draining side of podworkers.Queue, whose workers schedule the
+// resyncs through podworkers.ResyncQueue).
+type DuePods interface {
 	GetWork() []types.UID
 }
 
@@ -80,8 +81,8 @@ type Config struct {
 	// PLEG is the PLEG's Watch() channel. Optional: without it the loop
 	// learns of runtime changes only through resyncs.
 	PLEG <-chan pleg.PodLifecycleEvent
-	// WorkQueue is drained on every sync tick. Optional.
-	WorkQueue WorkQueue
+	// DuePods is drained on every sync tick. Optional.
+	DuePods DuePods
 	// SourcesReady gates housekeeping and learns each update's source.
 	// Default: housekeeping always runs.
 	SourcesReady SourcesReady
@@ -268,10 +269,10 @@ func (it *iteration) run(ctx context.Context) bool {
 
 // podsToSync returns the known pods due in the work queue.
 func (it *iteration) podsToSync() []*v1.Pod {
-	if it.l.c.WorkQueue == nil {
+	if it.l.c.DuePods == nil {
 		return nil
 	}
-	uids := it.l.c.WorkQueue.GetWork()
+	uids := it.l.c.DuePods.GetWork()
 	if len(uids) == 0 {
 		return nil
 	}

@@ -322,7 +322,7 @@ func TestSyncTickSyncsDuePods(t *testing.T) {
 	q.Enqueue("a", 0)
 	q.Enqueue("b", 10*time.Second)
 	q.Enqueue("gone", 0) // no longer known: skipped
-	l := newLoop(t, syncloop.Config{Clock: clk, WorkQueue: q, Pods: podMap{"a": pod("a"), "b": pod("b")},
+	l := newLoop(t, syncloop.Config{Clock: clk, DuePods: q, Pods: podMap{"a": pod("a"), "b": pod("b")},
 		SyncPeriod: time.Second, HousekeepingPeriod: time.Hour})
 	h := newRecorder()
 	start(t, l, h)
