@@ -167,7 +167,8 @@ func (c *Controller) Registered() <-chan struct{} { return c.registered }
 
 // Node returns a copy of the Node as the apiserver last returned it (to a
 // call or over the watch), or nil before registration and after the Node
-// was deleted, until it is registered again.
+// was deleted, until it is registered again. The caller owns the copy and
+// may modify it; SharedNode is the read-only one without the copy.
 func (c *Controller) Node() *v1.Node {
 	if n := c.current(); n != nil {
 		return n.DeepCopy()
@@ -175,7 +176,9 @@ func (c *Controller) Node() *v1.Node {
 	return nil
 }
 
-// SharedNode returns the Node as Node does, without a copy: read only.
+// SharedNode returns the Node as Node does, without the copy: it is the
+// Controller's own, and the caller must not modify it (the Shared prefix
+// means so throughout nodekit).
 // Admission checks pods against it, and against InitialNode while it is
 // nil (admission.GeneralPredicatesOrInitial), as the kubelet checks them
 // against its node informer's Node, or its initial node while the
