@@ -317,6 +317,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	spawn("probe-updates", inner, a.runProbeUpdates)
 
 	a.loop, err = syncloop.New(syncloop.Config{
+		Source:        podCfg,
 		Pods:          a.pods,
 		PLEG:          a.pleg.Watch(),
 		DuePods:       (*duePods)(a),

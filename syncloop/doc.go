@@ -8,7 +8,8 @@
 //
 //   - a config update: ADD → HandlePodAdditions; UPDATE and DELETE →
 //     HandlePodUpdates; REMOVE → HandlePodRemoves; RECONCILE →
-//     HandlePodReconcile (SET, podconfig's snapshot mode, is not supported);
+//     HandlePodReconcile (SET, podconfig's snapshot modes, is not
+//     supported: New refuses a Config.Source not in Incremental mode);
 //     the update's source is recorded in SourcesReady. A closed update
 //     channel ends the loop;
 //   - a PLEG event: any but ContainerRemoved syncs the pod if the agent

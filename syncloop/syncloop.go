@@ -67,6 +67,12 @@ type DuePods interface {
 	GetWork() []types.UID
 }
 
+// UpdateSource is the PodConfig whose Updates() Run is given
+// (*podconfig.PodConfig): New asks it for its mode.
+type UpdateSource interface {
+	Mode() podconfig.NotificationMode
+}
+
 // SourcesReady tracks the config sources heard from
 // (*podconfig.SourcesReady).
 type SourcesReady interface {
@@ -78,6 +84,11 @@ type SourcesReady interface {
 type Config struct {
 	// Pods resolves the UIDs of PLEG events and due work. Required.
 	Pods PodGetter
+	// Source is the PodConfig whose Updates() Run is given. Optional, but
+	// set it: New refuses a PodConfig not in podconfig.Incremental mode,
+	// whose SETs the loop cannot dispatch (without Source, Run logs and
+	// drops each SET).
+	Source UpdateSource
 	// PLEG is the PLEG's Watch() channel. Optional: without it the loop
 	// learns of runtime changes only through resyncs.
 	PLEG <-chan pleg.PodLifecycleEvent
@@ -117,6 +128,11 @@ type Loop struct {
 func New(c Config) (*Loop, error) {
 	if c.Pods == nil {
 		return nil, fmt.Errorf("Pods is required: %w", ErrInvalidConfig)
+	}
+	if c.Source != nil {
+		if m := c.Source.Mode(); m != podconfig.Incremental {
+			return nil, fmt.Errorf("syncloop: podconfig in %v mode: the loop needs podconfig.Incremental updates (it cannot dispatch a SET): %w", m, ErrInvalidConfig)
+		}
 	}
 	if c.SyncPeriod < 0 || c.HousekeepingPeriod < 0 || c.HousekeepingWarning < 0 {
 		return nil, fmt.Errorf("negative period: %w", ErrInvalidConfig)

@@ -448,6 +448,36 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 }
 
+// A PodConfig in a snapshot mode delivers SETs, which the loop cannot
+// dispatch: New refuses it up front rather than Run dropping every update.
+func TestNewRefusesSnapshotPodConfig(t *testing.T) {
+	for _, tt := range []struct {
+		mode podconfig.NotificationMode
+		ok   bool
+	}{
+		{podconfig.Incremental, true},
+		{podconfig.Snapshot, false},
+		{podconfig.SnapshotAndUpdates, false},
+	} {
+		t.Run(tt.mode.String(), func(t *testing.T) {
+			pc, err := podconfig.NewPodConfig(tt.mode, podconfig.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = syncloop.New(syncloop.Config{Pods: podMap{}, Source: pc})
+			if tt.ok {
+				if err != nil {
+					t.Errorf("New with an Incremental PodConfig: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, syncloop.ErrInvalidConfig) || !strings.Contains(err.Error(), tt.mode.String()) {
+				t.Errorf("New with a %v PodConfig: %v, want an ErrInvalidConfig naming the mode", tt.mode, err)
+			}
+		})
+	}
+}
+
 // logBuffer collects log lines.
 type logBuffer struct {
 	mu  sync.Mutex
