@@ -187,14 +187,14 @@ func HealthzHandler(checks ...HealthCheck) http.Handler {
 	return mux
 }
 
-// ShutdownTimeout bounds how long ListenAndServe waits for requests in
-// flight once its context ends; followed log streams end with the context.
-const ShutdownTimeout = 5 * time.Second
+// shutdownTimeout bounds how long Serve waits for requests in flight once
+// its context ends.
+const shutdownTimeout = 5 * time.Second
 
 // ListenAndServe serves h on addr (TLS if tlsConfig is set) until ctx
 // ends, then shuts the server down and returns nil once every request has
-// ended. Requests get contexts derived from ctx, so a followed log stream
-// ends with it.
+// ended, or closes the connections still open after 5 seconds. Requests
+// get contexts derived from ctx, so a followed log stream ends with it.
 func ListenAndServe(ctx context.Context, addr string, h http.Handler, tlsConfig *tls.Config) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -220,7 +220,7 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler, tlsConfig *tls.C
 		return fmt.Errorf("server: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
