@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/internal/runtimestate"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
@@ -70,7 +71,7 @@ type Agent struct {
 	// error: it holds back the start of pods on the pod network only.
 	networkErr atomic.Pointer[error]
 	// runtime is the runtime's health as checkRuntime last heard it.
-	runtime runtime.State
+	runtime runtimestate.State
 	started atomic.Bool
 	// runOnce is set by RunOnce, before it syncs: no PLEG runs then.
 	runOnce bool
@@ -96,7 +97,7 @@ func New(c Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{
-		runtime: runtime.State{DownAfter: c.RuntimeDownAfter},
+		runtime: runtimestate.State{DownAfter: c.RuntimeDownAfter},
 		cfg:     c,
 		log:     c.Log,
 		cache:   runtime.NewCache(),

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/internal/runtimestate"
 )
 
 // The back-off of failed apiserver calls: the lease controller's, 200ms
@@ -68,7 +68,7 @@ type Controller struct {
 	// Owned by the status loop.
 	lastReport time.Time
 	// runtime is the runtime's health as the status loop last heard it.
-	runtime runtime.State
+	runtime runtimestate.State
 	// Owned by the lease loop.
 	lease *coordinationv1.Lease
 }
