@@ -21,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/safeevent"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podconfig/internal/fieldwarn"
 	"github.com/nodekit/nodekit/podconfig/staticpod"
 	"github.com/nodekit/nodekit/podutil"
 )
@@ -429,13 +431,13 @@ func (s *Source) decode(name string, data []byte) (*v1.Pod, error) {
 	if err := ms[0].Prepare(staticpod.Origin{Source: podutil.FileSource, Location: name, NodeName: s.c.NodeName}); err != nil {
 		return nil, err
 	}
-	podconfig.WarnFields(s.c.Recorder, s.c.Log, ms[0].Pod, name, ms[0].Warnings)
+	fieldwarn.Record(s.c.Recorder, s.c.Log, ms[0].Pod, name, ms[0].Warnings)
 	return ms[0].Pod, nil
 }
 
 func (s *Source) report(name string, err error) {
 	s.c.Log.Error(err, "Could not process manifest file", "path", name)
-	if evErr := podconfig.SafeEventf(s.c.Recorder, s.node, v1.EventTypeWarning, podconfig.ReasonFailedValidation,
+	if evErr := safeevent.Eventf(s.c.Recorder, s.node, v1.EventTypeWarning, podconfig.ReasonFailedValidation,
 		"Could not process manifest file %s: %v", name, err); evErr != nil {
 		s.c.Log.Error(evErr, "Recording event")
 	}

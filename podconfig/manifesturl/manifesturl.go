@@ -15,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/safeevent"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podconfig/internal/fieldwarn"
 	"github.com/nodekit/nodekit/podconfig/staticpod"
 	"github.com/nodekit/nodekit/podutil"
 )
@@ -159,7 +161,7 @@ func (s *Source) poll(ctx context.Context, updates chan<- podconfig.PodUpdate) e
 	s.last = data
 	pods, err := s.decode(data)
 	if err != nil {
-		if evErr := podconfig.SafeEventf(s.c.Recorder, s.node, v1.EventTypeWarning, podconfig.ReasonFailedValidation,
+		if evErr := safeevent.Eventf(s.c.Recorder, s.node, v1.EventTypeWarning, podconfig.ReasonFailedValidation,
 			"Error validating manifest from %s: %v", s.c.URL, err); evErr != nil {
 			s.c.Log.Error(evErr, "Recording event")
 		}
@@ -183,7 +185,7 @@ func (s *Source) decode(data []byte) ([]*v1.Pod, error) {
 		pods[i] = m.Pod
 	}
 	for _, m := range ms {
-		podconfig.WarnFields(s.c.Recorder, s.c.Log, m.Pod, s.c.URL, m.Warnings)
+		fieldwarn.Record(s.c.Recorder, s.c.Log, m.Pod, s.c.URL, m.Warnings)
 	}
 	return pods, nil
 }
