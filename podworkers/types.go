@@ -23,7 +23,7 @@ var (
 	// that should clear soon (the network plugin or the runtime not ready
 	// yet): the pod is retried after Config.TransientBackOff instead of the
 	// longer Config.BackOff.
-	ErrTransient = errors.New("transient sync error")
+	ErrTransient = errors.New("podworkers: transient sync error")
 	// ErrSyncerPanic is wrapped into the error of a sync whose PodSyncer
 	// panicked; the panic is recovered and handled like any sync error.
 	ErrSyncerPanic = errors.New("podworkers: pod syncer panicked")

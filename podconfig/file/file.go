@@ -29,7 +29,7 @@ import (
 )
 
 // ErrFileTooLarge: a manifest exceeds Config.MaxFileBytes.
-var ErrFileTooLarge = errors.New("manifest file too large")
+var ErrFileTooLarge = errors.New("file: manifest file too large")
 
 // Config configures a Source.
 type Config struct {

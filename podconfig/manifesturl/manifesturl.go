@@ -25,9 +25,9 @@ import (
 // Errors of a poll, wrapped with detail.
 var (
 	// ErrStatus: the server answered other than 200 OK.
-	ErrStatus = errors.New("unexpected HTTP status")
+	ErrStatus = errors.New("manifesturl: unexpected HTTP status")
 	// ErrBodyTooLarge: the body exceeds Config.MaxBodyBytes.
-	ErrBodyTooLarge = errors.New("manifest body too large")
+	ErrBodyTooLarge = errors.New("manifesturl: manifest body too large")
 )
 
 // Doer sends an HTTP request; *http.Client is one.
