@@ -110,7 +110,7 @@ func New(c Config) (*Agent, error) {
 	}
 	for _, s := range c.Sources {
 		if _, dup := a.extra[s]; dup || s == "" {
-			return nil, fmt.Errorf("source %q empty or repeated: %w", s, ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: source %q empty or repeated", ErrInvalidConfig, s)
 		}
 		a.extra[s] = make(chan podconfig.PodUpdate, 16)
 	}

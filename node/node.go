@@ -102,7 +102,7 @@ func New(c Config) (*Controller, error) {
 	maps.Copy(ctl.allocatable, c.Allocatable)
 	for name, a := range ctl.allocatable {
 		if cp, ok := ctl.capacity[name]; ok && a.Cmp(cp) > 0 {
-			return nil, fmt.Errorf("allocatable %s %s above capacity %s: %w", name, a.String(), cp.String(), ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: allocatable %s %s above capacity %s", ErrInvalidConfig, name, a.String(), cp.String())
 		}
 	}
 	ctl.runtime.DownAfter = c.RuntimeDownAfter

@@ -14,7 +14,7 @@ import (
 
 // ErrInvalidConfig is wrapped by the errors of constructors given bad
 // configuration.
-var ErrInvalidConfig = errors.New("podconfig: invalid configuration")
+var ErrInvalidConfig = errors.New("podconfig: invalid config")
 
 // NotificationMode is how PodConfig reports changes on its output channel.
 type NotificationMode int

@@ -114,13 +114,13 @@ type PodWorkers struct {
 // New checks c, fills its defaults and returns idle PodWorkers.
 func New(c Config) (*PodWorkers, error) {
 	if c.Syncer == nil {
-		return nil, fmt.Errorf("Syncer is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Syncer is required", ErrInvalidConfig)
 	}
 	if c.Cache == nil {
-		return nil, fmt.Errorf("Cache is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Cache is required", ErrInvalidConfig)
 	}
 	if c.ResyncInterval < 0 || c.BackOff < 0 || c.TransientBackOff < 0 {
-		return nil, fmt.Errorf("negative interval: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative interval", ErrInvalidConfig)
 	}
 	if c.Jitter == nil {
 		c.Jitter = wait.Jitter
@@ -278,10 +278,10 @@ func (p *PodWorkers) UpdatePod(options UpdatePodOptions) error {
 		uid, ns, name = options.RunningPod.ID, options.RunningPod.Namespace, options.RunningPod.Name
 		isRuntimePod = true
 	default:
-		return fmt.Errorf("neither Pod nor RunningPod set: %w", ErrInvalidUpdate)
+		return fmt.Errorf("%w: neither Pod nor RunningPod set", ErrInvalidUpdate)
 	}
 	if uid == "" {
-		return fmt.Errorf("pod %s/%s has no UID: %w", ns, name, ErrInvalidUpdate)
+		return fmt.Errorf("%w: pod %s/%s has no UID", ErrInvalidUpdate, ns, name)
 	}
 
 	// A worker this update needs is started once p.mu is released: starting

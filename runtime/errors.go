@@ -10,7 +10,7 @@ var (
 	ErrNotFound           = errors.New("runtime: not found")
 	ErrNotSupported       = errors.New("runtime: not supported by this runtime")
 	ErrInvalidContainerID = errors.New("runtime: invalid container ID")
-	ErrInvalidConfig      = errors.New("runtime: invalid configuration")
+	ErrInvalidConfig      = errors.New("runtime: invalid config")
 
 	ErrCrashLoopBackOff      = errors.New("CrashLoopBackOff")
 	ErrImagePullBackOff      = errors.New("ImagePullBackOff")

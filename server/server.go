@@ -120,18 +120,18 @@ type Server struct {
 // New checks c and builds the handler.
 func New(c Config) (*Server, error) {
 	if c.Pods == nil {
-		return nil, fmt.Errorf("Pods is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Pods is required", ErrInvalidConfig)
 	}
 	if c.Auth != nil && (c.Auth.Authenticator == nil || c.Auth.Authorizer == nil) {
-		return nil, fmt.Errorf("Auth needs an Authenticator and an Authorizer: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Auth needs an Authenticator and an Authorizer", ErrInvalidConfig)
 	}
 	for _, h := range c.HealthChecks {
 		if h.Name == "" || h.Name == "ping" || h.Check == nil {
-			return nil, fmt.Errorf("health check %q: a name other than ping and a Check are required: %w", h.Name, ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: health check %q: a name other than ping and a Check are required", ErrInvalidConfig, h.Name)
 		}
 	}
 	if c.RunningPods == nil && (c.Streaming != nil || c.PortForward != nil || c.StreamURLs != nil || c.Exec != nil) {
-		return nil, fmt.Errorf("Streaming, PortForward, StreamURLs and Exec need RunningPods: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Streaming, PortForward, StreamURLs and Exec need RunningPods", ErrInvalidConfig)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

@@ -18,7 +18,7 @@ import (
 )
 
 // ErrInvalidConfig is wrapped by NewManager's errors.
-var ErrInvalidConfig = errors.New("status: invalid configuration")
+var ErrInvalidConfig = errors.New("status: invalid config")
 
 // PodClient is the part of the apiserver's pod API the Manager uses, for one
 // namespace. client-go's typed CoreV1().Pods(namespace) satisfies it as it is.

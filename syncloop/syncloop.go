@@ -127,7 +127,7 @@ type Loop struct {
 // New checks c and fills its defaults.
 func New(c Config) (*Loop, error) {
 	if c.Pods == nil {
-		return nil, fmt.Errorf("Pods is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Pods is required", ErrInvalidConfig)
 	}
 	if c.Source != nil {
 		if m := c.Source.Mode(); m != podconfig.Incremental {
@@ -135,7 +135,7 @@ func New(c Config) (*Loop, error) {
 		}
 	}
 	if c.SyncPeriod < 0 || c.HousekeepingPeriod < 0 || c.HousekeepingWarning < 0 {
-		return nil, fmt.Errorf("negative period: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative period", ErrInvalidConfig)
 	}
 	if c.SyncPeriod == 0 {
 		c.SyncPeriod = time.Second
@@ -171,7 +171,7 @@ func (l *Loop) LatestLoopEntryTime() time.Time {
 // or a housekeeping tick, and hands it to h.
 func (l *Loop) Run(ctx context.Context, updates <-chan podconfig.PodUpdate, h Handler) error {
 	if h == nil {
-		return fmt.Errorf("nil Handler: %w", ErrInvalidConfig)
+		return fmt.Errorf("%w: nil Handler", ErrInvalidConfig)
 	}
 	syncTicker := l.c.Clock.NewTicker(l.c.SyncPeriod)
 	defer syncTicker.Stop()

@@ -105,13 +105,13 @@ type fileState struct {
 // an error wrapping podconfig.ErrInvalidConfig.
 func New(c Config) (*Source, error) {
 	if c.Path == "" {
-		return nil, fmt.Errorf("file source: Path is required: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("file: Path is required: %w", podconfig.ErrInvalidConfig)
 	}
 	if c.NodeName == "" {
-		return nil, fmt.Errorf("file source: NodeName is required: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("file: NodeName is required: %w", podconfig.ErrInvalidConfig)
 	}
 	if c.CheckFrequency < 0 || c.MaxFileBytes < 0 || c.WatchRetryInitial < 0 || c.WatchRetryMax < 0 {
-		return nil, fmt.Errorf("file source: negative setting: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("file: negative setting: %w", podconfig.ErrInvalidConfig)
 	}
 	c.Path = filepath.Clean(c.Path)
 	if c.CheckFrequency == 0 {

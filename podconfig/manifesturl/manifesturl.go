@@ -76,13 +76,13 @@ type Source struct {
 func New(c Config) (*Source, error) {
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("manifest URL source: URL %q is not an http(s) URL: %w", c.URL, podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("manifesturl: URL %q is not an http(s) URL: %w", c.URL, podconfig.ErrInvalidConfig)
 	}
 	if c.NodeName == "" {
-		return nil, fmt.Errorf("manifest URL source: NodeName is required: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("manifesturl: NodeName is required: %w", podconfig.ErrInvalidConfig)
 	}
 	if c.CheckFrequency < 0 || c.Timeout < 0 || c.MaxBodyBytes < 0 {
-		return nil, fmt.Errorf("manifest URL source: negative setting: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("manifesturl: negative setting: %w", podconfig.ErrInvalidConfig)
 	}
 	if c.CheckFrequency == 0 {
 		c.CheckFrequency = 20 * time.Second
