@@ -43,7 +43,8 @@ type RuntimePodLister interface {
 }
 
 // HealthCheck is one named check of /healthz; Check returns nil when
-// healthy.
+// healthy. It has the shape of node.HealthCheck, so the same funcs serve
+// both.
 type HealthCheck struct {
 	Name  string
 	Check func() error
