@@ -67,6 +67,17 @@
 // sources); run it in a goroutine of its own. No method named Start
 // blocks.
 //
+// Other conventions: a health check is a func() error, nil when healthy
+// (node.HealthCheck, server.HealthCheck, pleg's Healthy, the agent's
+// SyncLoopHealthy and PLEGHealthy); a getter named Shared* (status's
+// SharedPodStatus, node's SharedNode) returns the owner's object without a
+// copy, read only, where its twin (GetPodStatus, Node) returns a copy the
+// caller owns; a package's sentinel errors start with its name (but
+// runtime's kubelet reasons, ErrCrashLoopBackOff and the like, whose text
+// is the reason), and New rejects bad configuration with an error wrapping
+// the package's ErrInvalidConfig first ("syncloop: invalid config: Pods
+// is required").
+//
 // # Deliberate differences from the kubelet
 //
 // nodekit follows the kubelet (pkg/kubelet) wherever it can; these are the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/eviction"
+	"github.com/nodekit/nodekit/internal/runtimestate"
 	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/objects"
 	"github.com/nodekit/nodekit/pleg"
@@ -70,7 +71,7 @@ type Agent struct {
 	// error: it holds back the start of pods on the pod network only.
 	networkErr atomic.Pointer[error]
 	// runtime is the runtime's health as checkRuntime last heard it.
-	runtime runtime.State
+	runtime runtimestate.State
 	started atomic.Bool
 	// runOnce is set by RunOnce, before it syncs: no PLEG runs then.
 	runOnce bool
@@ -96,7 +97,7 @@ func New(c Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{
-		runtime: runtime.State{DownAfter: c.RuntimeDownAfter},
+		runtime: runtimestate.State{DownAfter: c.RuntimeDownAfter},
 		cfg:     c,
 		log:     c.Log,
 		cache:   runtime.NewCache(),
@@ -109,7 +110,7 @@ func New(c Config) (*Agent, error) {
 	}
 	for _, s := range c.Sources {
 		if _, dup := a.extra[s]; dup || s == "" {
-			return nil, fmt.Errorf("source %q empty or repeated: %w", s, ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: source %q empty or repeated", ErrInvalidConfig, s)
 		}
 		a.extra[s] = make(chan podconfig.PodUpdate, 16)
 	}
@@ -155,7 +156,7 @@ func New(c Config) (*Agent, error) {
 	a.workers, err = podworkers.New(podworkers.Config{
 		Syncer:         (*syncer)(a),
 		Cache:          a.cache,
-		WorkQueue:      a.queue,
+		ResyncQueue:    a.queue,
 		ResyncInterval: c.SyncFrequency,
 		BackOff:        c.SyncErrorBackOff,
 		Jitter:         c.Jitter,
@@ -317,9 +318,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	spawn("probe-updates", inner, a.runProbeUpdates)
 
 	a.loop, err = syncloop.New(syncloop.Config{
+		Source:        podCfg,
 		Pods:          a.pods,
 		PLEG:          a.pleg.Watch(),
-		WorkQueue:     (*workQueue)(a),
+		DuePods:       (*duePods)(a),
 		SourcesReady:  ready,
 		RuntimeErrors: a.runtimeError,
 		Clock:         c.Clock,
@@ -459,7 +461,7 @@ func (a *Agent) runtimeError() error {
 	if a.runOnce {
 		return nil
 	}
-	if ok, err := a.pleg.Healthy(); !ok {
+	if err := a.pleg.Healthy(); err != nil {
 		return fmt.Errorf("PLEG not healthy: %w", err)
 	}
 	return nil

@@ -244,22 +244,22 @@ type Config struct {
 
 func (c *Config) setDefaults() error {
 	if c.NodeName == "" {
-		return fmt.Errorf("NodeName is required: %w", ErrInvalidConfig)
+		return fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
 	}
 	if c.Runtime == nil {
-		return fmt.Errorf("Runtime is required: %w", ErrInvalidConfig)
+		return fmt.Errorf("%w: Runtime is required", ErrInvalidConfig)
 	}
 	for _, d := range []time.Duration{c.FileCheckFrequency, c.HTTPCheckFrequency, c.SyncFrequency, c.SyncErrorBackOff,
 		c.RelistPeriod, c.StreamingRelistPeriod, c.RuntimeCheckPeriod, c.RuntimeDownAfter, c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, c.ShutdownTimeout} {
 		if d < 0 {
-			return fmt.Errorf("negative duration %v: %w", d, ErrInvalidConfig)
+			return fmt.Errorf("%w: negative duration %v", ErrInvalidConfig, d)
 		}
 	}
 	if c.Node != nil && c.Node.Nodes == nil {
-		return fmt.Errorf("Node.Nodes is required with Node: %w", ErrInvalidConfig)
+		return fmt.Errorf("%w: Node.Nodes is required with Node", ErrInvalidConfig)
 	}
 	if c.MaxPods < 0 {
-		return fmt.Errorf("negative MaxPods: %w", ErrInvalidConfig)
+		return fmt.Errorf("%w: negative MaxPods", ErrInvalidConfig)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -277,7 +277,7 @@ func (c *Config) setDefaults() error {
 	def(&c.CrashLoopBackOffMax, 300*time.Second)
 	def(&c.ShutdownTimeout, time.Minute)
 	if c.CrashLoopBackOffMax < c.CrashLoopBackOffInitial {
-		return fmt.Errorf("CrashLoopBackOffMax below CrashLoopBackOffInitial: %w", ErrInvalidConfig)
+		return fmt.Errorf("%w: CrashLoopBackOffMax below CrashLoopBackOffInitial", ErrInvalidConfig)
 	}
 	if c.MaxPods == 0 {
 		c.MaxPods = defaultMaxPods
@@ -296,10 +296,10 @@ func (c *Config) setDefaults() error {
 		c.ImageGCLowThresholdPercent = DefaultImageGCLowThreshold
 	}
 	if h, l := c.ImageGCHighThresholdPercent, c.ImageGCLowThresholdPercent; h < 0 || h > 100 || l < 0 || l > h {
-		return fmt.Errorf("image GC thresholds high %d, low %d: want 0 <= low <= high <= 100: %w", h, l, ErrInvalidConfig)
+		return fmt.Errorf("%w: image GC thresholds high %d, low %d: want 0 <= low <= high <= 100", ErrInvalidConfig, h, l)
 	}
 	if _, err := admission.Sysctls(c.AllowedUnsafeSysctls); err != nil {
-		return fmt.Errorf("AllowedUnsafeSysctls: %v: %w", err, ErrInvalidConfig)
+		return fmt.Errorf("%w: AllowedUnsafeSysctls: %v", ErrInvalidConfig, err)
 	}
 	if c.AdmitHandlers == nil {
 		c.AdmitHandlers = DefaultAdmitHandlers(*c)

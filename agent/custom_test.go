@@ -96,10 +96,10 @@ func TestCustomAgentFromExportedParts(t *testing.T) {
 	cache, queue := runtime.NewCache(), podworkers.NewQueue(nil)
 	c := &custom{rt: rt, pods: podmanager.New(), admit: []admission.PodAdmitHandler{admission.MaxPods(1)}}
 	c.status, _ = status.NewManager(status.Config{})
-	c.workers, _ = podworkers.New(podworkers.Config{Syncer: c, Cache: cache, WorkQueue: queue})
+	c.workers, _ = podworkers.New(podworkers.Config{Syncer: c, Cache: cache, ResyncQueue: queue})
 	p, _ := pleg.New(pleg.Config{Runtime: rt, Cache: cache, RelistPeriod: 20 * time.Millisecond})
 	cfg, _ := podconfig.NewPodConfig(podconfig.Incremental, podconfig.Options{})
-	loop, _ := syncloop.New(syncloop.Config{Pods: c.pods, PLEG: p.Watch(), WorkQueue: queue})
+	loop, _ := syncloop.New(syncloop.Config{Source: cfg, Pods: c.pods, PLEG: p.Watch(), DuePods: queue})
 	done := make(chan struct{}, 3)
 	for _, run := range []func(context.Context) error{p.Run, c.workers.Run, func(ctx context.Context) error { return loop.Run(ctx, cfg.Updates(), c) }} {
 		go func() { _ = run(ctx); done <- struct{}{} }()

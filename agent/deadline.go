@@ -42,13 +42,13 @@ func (a *Agent) failPastDeadline(pod *v1.Pod, st *v1.PodStatus) {
 	st.Phase, st.Reason, st.Message = v1.PodFailed, ReasonDeadlineExceeded, messageDeadlineExceeded
 }
 
-// workQueue is the sync loop's WorkQueue: the pods due in the pod workers'
+// duePods is the sync loop's DuePods: the pods due in the pod workers'
 // queue, plus those past their active deadline and not yet terminal, so that
 // the deadline is enforced at the first sync tick after it (the kubelet's
 // PodSyncLoopHandlers) rather than at the next resync.
-type workQueue Agent
+type duePods Agent
 
-func (w *workQueue) GetWork() []types.UID {
+func (w *duePods) GetWork() []types.UID {
 	a := (*Agent)(w)
 	uids := a.queue.GetWork()
 	for _, pod := range a.pods.PodsWithActiveDeadline() {

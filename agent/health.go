@@ -2,7 +2,6 @@ package agent
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -23,13 +22,7 @@ func (a *Agent) SyncLoopHealthy() error {
 	return nil
 }
 
-// PLEGHealthy reports the PLEG's health as an error, nil if healthy.
-func (a *Agent) PLEGHealthy() error {
-	if ok, err := a.pleg.Healthy(); !ok {
-		if err == nil {
-			err = errors.New("PLEG is not healthy")
-		}
-		return fmt.Errorf("pleg: %w", err)
-	}
-	return nil
-}
+// PLEGHealthy reports the PLEG's health: nil if healthy, else the PLEG's
+// error (which names the pleg). It is the Agent's node.HealthCheck and fits
+// server.HealthCheck too.
+func (a *Agent) PLEGHealthy() error { return a.pleg.Healthy() }

@@ -6,7 +6,9 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/node"
 	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/server"
 )
 
 func TestHealthChecks(t *testing.T) {
@@ -21,9 +23,12 @@ func TestHealthChecks(t *testing.T) {
 	if err := a.SyncLoopHealthy(); err != nil {
 		t.Errorf("before Run the sync loop counts as healthy, as the kubelet's: %v", err)
 	}
-	if err := a.PLEGHealthy(); err == nil {
-		t.Error("the PLEG is not healthy before its first relist")
+	if err := a.PLEGHealthy(); err == nil || err.Error() != "pleg has yet to be successful" {
+		t.Errorf("before its first relist the PLEG is unhealthy with its own error (the node's Ready message says \"PLEG is not healthy: <it>\", as the kubelet's): %v", err)
 	}
+	// Both health-check shapes take the agent's funcs as they are.
+	_ = node.HealthCheck{Name: "PLEG", Check: a.PLEGHealthy}
+	_ = server.HealthCheck{Name: "syncloop", Check: a.SyncLoopHealthy}
 	c := fastConfig(rt)
 	clk := clocktesting.NewFakeClock(time.Now())
 	c.Clock = clk

@@ -33,7 +33,7 @@ func (a *Agent) newNode() (*node.Controller, error) {
 		nc.Addresses = append(nc.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: c.NodeName})
 	}
 	// a.pleg is built after the controller; the check runs only in Run.
-	nc.HealthChecks = append([]node.HealthCheck{{Name: "PLEG", Check: func() (bool, error) { return a.pleg.Healthy() }}}, nc.HealthChecks...)
+	nc.HealthChecks = append([]node.HealthCheck{{Name: "PLEG", Check: a.PLEGHealthy}}, nc.HealthChecks...)
 	if a.eviction != nil {
 		if nc.Pressure == nil {
 			nc.Pressure = a.eviction

@@ -9,7 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/internal/safeevent"
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/prober"
 	"github.com/nodekit/nodekit/runtime"
@@ -205,7 +205,7 @@ func (a *Agent) containerEvent(pod *v1.Pod, name string, eventType, reason, msg 
 	if ref == nil {
 		return
 	}
-	if err := podconfig.SafeEventf(a.cfg.Recorder, ref, eventType, reason, "%s", msg); err != nil {
+	if err := safeevent.Eventf(a.cfg.Recorder, ref, eventType, reason, "%s", msg); err != nil {
 		a.log.Error(err, "Cannot record event", "pod", podutil.FullName(pod), "reason", reason)
 	}
 }

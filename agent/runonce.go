@@ -21,10 +21,6 @@ import (
 // ManifestURL is configured.
 var ErrNoStaticSource = errors.New("agent: run-once needs StaticPodPath or ManifestURL")
 
-// RunOnceOptions tune RunOnce; the zero value is syncloop's defaults (wait
-// 1s for the manifests, retry a pod 10 times from 1s, doubling).
-type RunOnceOptions = syncloop.RunOnceConfig
-
 // RunOnce is the kubelet's --runonce: it reads the static sources
 // (StaticPodPath and ManifestURL; the apiserver and Config.Sources are not
 // read) until each has delivered its pods once, admits them oldest first
@@ -37,8 +33,10 @@ type RunOnceOptions = syncloop.RunOnceConfig
 // or syncloop.ErrPodNotRunning after the retries). The pods are left as
 // they are, running; their statuses are kept (Pods, Status), not sent to an
 // apiserver. Run and RunOnce exclude each other; either may be called
-// once. opts.Clock and opts.Log default to the agent's.
-func (a *Agent) RunOnce(ctx context.Context, opts RunOnceOptions) ([]syncloop.PodResult, error) {
+// once. opts tune the run as syncloop.RunOnce's: the zero value is its
+// defaults (wait 1s for the manifests, retry a pod 10 times from 1s,
+// doubling); opts.Clock and opts.Log default to the agent's.
+func (a *Agent) RunOnce(ctx context.Context, opts syncloop.RunOnceConfig) ([]syncloop.PodResult, error) {
 	c := a.cfg
 	if c.StaticPodPath == "" && c.ManifestURL == "" {
 		return nil, ErrNoStaticSource

@@ -49,7 +49,7 @@ func writeManifests(t *testing.T, files map[string]string) string {
 
 // onceOptions retry on a fake clock that a helper steps while RunOnce
 // waits, so a retry costs no real time.
-func onceOptions(t *testing.T) (RunOnceOptions, func()) {
+func onceOptions(t *testing.T) (syncloop.RunOnceConfig, func()) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -70,7 +70,7 @@ func onceOptions(t *testing.T) (RunOnceOptions, func()) {
 	t.Cleanup(stop)
 	// ManifestWait is on the same clock: generous, so that stepping the clock
 	// for retries does not give up on a slow file read.
-	return RunOnceOptions{Clock: clk, ManifestWait: time.Hour, RetryDelay: time.Second, MaxRetries: 5}, stop
+	return syncloop.RunOnceConfig{Clock: clk, ManifestWait: time.Hour, RetryDelay: time.Second, MaxRetries: 5}, stop
 }
 
 func resultsByName(t *testing.T, res []syncloop.PodResult) map[string]syncloop.PodResult {
@@ -274,7 +274,7 @@ func TestRunOnceFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := a.RunOnce(context.Background(), RunOnceOptions{}); !errors.Is(err, tt.want) {
+			if _, err := a.RunOnce(context.Background(), syncloop.RunOnceConfig{}); !errors.Is(err, tt.want) {
 				t.Fatalf("RunOnce = %v, want %v", err, tt.want)
 			}
 			if rt.CallCount("SyncPod") != 0 {

@@ -140,7 +140,7 @@ func nodekitWorkersRound(n int) func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			m.stop()
 			s := &nodekitSyncer{synced: newCounter(n)}
-			p, err := podworkers.New(podworkers.Config{Syncer: s, Cache: nodekitCache{}, WorkQueue: nodekitQueue{}})
+			p, err := podworkers.New(podworkers.Config{Syncer: s, Cache: nodekitCache{}, ResyncQueue: nodekitQueue{}})
 			if err != nil {
 				b.Fatal(err)
 			}

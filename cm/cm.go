@@ -135,13 +135,13 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 		c.Log = logr.Discard()
 	}
 	if c.CPUCFSQuotaPeriod < time.Millisecond || c.CPUCFSQuotaPeriod > time.Second {
-		return nil, fmt.Errorf("CPUCFSQuotaPeriod %v not within [1ms, 1s]: %w", c.CPUCFSQuotaPeriod, ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: CPUCFSQuotaPeriod %v not within [1ms, 1s]", ErrInvalidConfig, c.CPUCFSQuotaPeriod)
 	}
 	if c.PodPidsLimit < 0 {
-		return nil, fmt.Errorf("negative PodPidsLimit: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative PodPidsLimit", ErrInvalidConfig)
 	}
 	if !filepath.IsAbs(c.CgroupRoot) {
-		return nil, fmt.Errorf("CgroupRoot %q is not absolute: %w", c.CgroupRoot, ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: CgroupRoot %q is not absolute", ErrInvalidConfig, c.CgroupRoot)
 	}
 	m := &Manager{cfg: c, log: c.Log, period: uint64(c.CPUCFSQuotaPeriod / time.Microsecond), burstable: map[types.UID]int64{}}
 	var err error
@@ -151,7 +151,7 @@ func New(ctx context.Context, c Config) (*Manager, error) {
 	if m.driver == DriverSystemd && c.MountPoint == defaultMountPoint && !fileExists("/run/systemd/system") {
 		// The runtime cannot make systemd cgroups either: its pods would
 		// land outside the hierarchy, or fail to start.
-		return nil, fmt.Errorf("cgroup driver systemd, but systemd does not run here (no /run/systemd/system): use cgroupfs, as the runtime must: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: cgroup driver systemd, but systemd does not run here (no /run/systemd/system): use cgroupfs, as the runtime must", ErrInvalidConfig)
 	}
 	m.capacity = c.Capacity
 	if m.capacity == nil {
@@ -177,7 +177,7 @@ func (m *Manager) resolveDriver(ctx context.Context) (Driver, error) {
 	switch d {
 	case "", DriverCgroupfs, DriverSystemd:
 	default:
-		return "", fmt.Errorf("Driver %q: want cgroupfs or systemd: %w", d, ErrInvalidConfig)
+		return "", fmt.Errorf("%w: Driver %q: want cgroupfs or systemd", ErrInvalidConfig, d)
 	}
 	if m.cfg.DriverSource != nil {
 		rd, err := m.cfg.DriverSource.CgroupDriver(ctx)

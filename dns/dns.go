@@ -89,19 +89,19 @@ func New(c Config) (*Configurer, error) {
 	for _, s := range c.ClusterDNS {
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("ClusterDNS %q is not an IP address: %w", s, ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: ClusterDNS %q is not an IP address", ErrInvalidConfig, s)
 		}
 		cf.clusterDNS = append(cf.clusterDNS, ip.String())
 	}
 	if d := c.ClusterDomain; d != "" {
 		if errs := validation.IsDNS1123Subdomain(strings.TrimSuffix(d, ".")); len(errs) > 0 {
-			return nil, fmt.Errorf("ClusterDomain %q: %s: %w", d, strings.Join(errs, "; "), ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: ClusterDomain %q: %s", ErrInvalidConfig, d, strings.Join(errs, "; "))
 		}
 	}
 	for _, s := range c.NodeIPs {
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("NodeIPs: %q is not an IP address: %w", s, ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: NodeIPs: %q is not an IP address", ErrInvalidConfig, s)
 		}
 		if ip.Is4() || ip.Is4In6() {
 			cf.loopbacks = append(cf.loopbacks, "127.0.0.1")

@@ -224,23 +224,23 @@ type Manager struct {
 // New checks c and fills its defaults.
 func New(c Config) (*Manager, error) {
 	if c.Summary == nil {
-		return nil, fmt.Errorf("Summary is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Summary is required", ErrInvalidConfig)
 	}
 	if c.ActivePods == nil {
-		return nil, fmt.Errorf("ActivePods is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: ActivePods is required", ErrInvalidConfig)
 	}
 	if c.Killer == nil {
-		return nil, fmt.Errorf("Killer is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Killer is required", ErrInvalidConfig)
 	}
 	if c.PressureTransitionPeriod < 0 || c.MonitoringInterval < 0 {
-		return nil, fmt.Errorf("negative duration: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative duration", ErrInvalidConfig)
 	}
 	for _, t := range c.Thresholds {
 		if _, ok := signalOf(t.Signal); !ok {
-			return nil, fmt.Errorf("unsupported eviction signal %s: %w", t.Signal, ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: unsupported eviction signal %s", ErrInvalidConfig, t.Signal)
 		}
 		if t.GracePeriod < 0 {
-			return nil, fmt.Errorf("threshold %s: negative grace period: %w", t, ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: threshold %s: negative grace period", ErrInvalidConfig, t)
 		}
 	}
 	if c.Thresholds == nil {

@@ -28,7 +28,7 @@ func benchController(b *testing.B, clk clock.Clock) (*Controller, *nodetest.Fake
 	}
 	ctl, err := New(Config{
 		NodeName: "bench", Nodes: api.Nodes(), Leases: api.Leases(), Runtime: rt,
-		HealthChecks: []HealthCheck{{Name: "PLEG", Check: func() (bool, error) { return true, nil }}},
+		HealthChecks: []HealthCheck{{Name: "PLEG", Check: func() error { return nil }}},
 		Capacity:     v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi")},
 		Clock:        clk,
 	})

@@ -65,11 +65,13 @@ type Provider interface {
 }
 
 // HealthCheck is a check whose failure makes the node NotReady, as the
-// kubelet's runtime health checks (the PLEG's) do: its message is
-// "<Name> is not healthy: <error>".
+// kubelet's runtime health checks (the PLEG's) do: Check returns nil when
+// healthy, else an error, and the node's message is "<Name> is not
+// healthy: <error>". It has the shape of server.HealthCheck, so the same
+// funcs (pleg's Healthy, agent.Agent's PLEGHealthy) serve both.
 type HealthCheck struct {
 	Name  string
-	Check func() (bool, error)
+	Check func() error
 }
 
 // PressureSource reports resource pressure, the kubelet's eviction
@@ -214,47 +216,47 @@ type Config struct {
 
 func (c *Config) setDefaults() error {
 	if c.NodeName == "" {
-		return fmt.Errorf("NodeName is required: %w", ErrInvalidConfig)
+		return fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
 	}
 	if errs := validation.IsDNS1123Subdomain(c.NodeName); len(errs) > 0 {
-		return fmt.Errorf("NodeName %q: %s: %w", c.NodeName, strings.Join(errs, "; "), ErrInvalidConfig)
+		return fmt.Errorf("%w: NodeName %q: %s", ErrInvalidConfig, c.NodeName, strings.Join(errs, "; "))
 	}
 	if c.Nodes == nil {
-		return fmt.Errorf("Nodes is required: %w", ErrInvalidConfig)
+		return fmt.Errorf("%w: Nodes is required", ErrInvalidConfig)
 	}
 	if c.Hostname == "" {
 		c.Hostname = c.NodeName
 	}
 	if errs := validation.IsValidLabelValue(c.Hostname); len(errs) > 0 {
-		return fmt.Errorf("Hostname %q: %s: %w", c.Hostname, strings.Join(errs, "; "), ErrInvalidConfig)
+		return fmt.Errorf("%w: Hostname %q: %s", ErrInvalidConfig, c.Hostname, strings.Join(errs, "; "))
 	}
 	for k, v := range c.Labels {
 		errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...)
 		if len(errs) > 0 {
-			return fmt.Errorf("label %s=%s: %s: %w", k, v, strings.Join(errs, "; "), ErrInvalidConfig)
+			return fmt.Errorf("%w: label %s=%s: %s", ErrInvalidConfig, k, v, strings.Join(errs, "; "))
 		}
 	}
 	for _, rl := range []v1.ResourceList{c.Capacity, c.Allocatable} {
 		for name, q := range rl {
 			if q.Sign() < 0 {
-				return fmt.Errorf("negative %s %s: %w", name, q.String(), ErrInvalidConfig)
+				return fmt.Errorf("%w: negative %s %s", ErrInvalidConfig, name, q.String())
 			}
 		}
 	}
 	if c.MaxPods < 0 {
-		return fmt.Errorf("negative MaxPods %d: %w", c.MaxPods, ErrInvalidConfig)
+		return fmt.Errorf("%w: negative MaxPods %d", ErrInvalidConfig, c.MaxPods)
 	}
 	if c.KubeletPort < 0 && c.KubeletPort != NoKubeletPort {
-		return fmt.Errorf("negative KubeletPort %d: %w", c.KubeletPort, ErrInvalidConfig)
+		return fmt.Errorf("%w: negative KubeletPort %d", ErrInvalidConfig, c.KubeletPort)
 	}
 	for _, d := range []time.Duration{c.UpdateFrequency, c.ReportFrequency, c.LeaseDuration, c.RenewInterval, c.RequestTimeout, c.RuntimeDownAfter} {
 		if d < 0 {
-			return fmt.Errorf("negative duration %v: %w", d, ErrInvalidConfig)
+			return fmt.Errorf("%w: negative duration %v", ErrInvalidConfig, d)
 		}
 	}
 	for _, h := range c.HealthChecks {
 		if h.Name == "" || h.Check == nil {
-			return fmt.Errorf("health check %q without name or func: %w", h.Name, ErrInvalidConfig)
+			return fmt.Errorf("%w: health check %q without name or func", ErrInvalidConfig, h.Name)
 		}
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -272,7 +274,7 @@ func (c *Config) setDefaults() error {
 	def(&c.RequestTimeout, 10*time.Second)
 	def(&c.RuntimeDownAfter, 30*time.Second)
 	if c.LeaseDuration < time.Second {
-		return fmt.Errorf("LeaseDuration %v below 1s: %w", c.LeaseDuration, ErrInvalidConfig)
+		return fmt.Errorf("%w: LeaseDuration %v below 1s", ErrInvalidConfig, c.LeaseDuration)
 	}
 	if c.LeaseNamespace == "" {
 		c.LeaseNamespace = v1.NamespaceNodeLease

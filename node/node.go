@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/internal/runtimestate"
 )
 
 // The back-off of failed apiserver calls: the lease controller's, 200ms
@@ -68,7 +68,7 @@ type Controller struct {
 	// Owned by the status loop.
 	lastReport time.Time
 	// runtime is the runtime's health as the status loop last heard it.
-	runtime runtime.State
+	runtime runtimestate.State
 	// Owned by the lease loop.
 	lease *coordinationv1.Lease
 }
@@ -102,7 +102,7 @@ func New(c Config) (*Controller, error) {
 	maps.Copy(ctl.allocatable, c.Allocatable)
 	for name, a := range ctl.allocatable {
 		if cp, ok := ctl.capacity[name]; ok && a.Cmp(cp) > 0 {
-			return nil, fmt.Errorf("allocatable %s %s above capacity %s: %w", name, a.String(), cp.String(), ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: allocatable %s %s above capacity %s", ErrInvalidConfig, name, a.String(), cp.String())
 		}
 	}
 	ctl.runtime.DownAfter = c.RuntimeDownAfter
@@ -167,7 +167,8 @@ func (c *Controller) Registered() <-chan struct{} { return c.registered }
 
 // Node returns a copy of the Node as the apiserver last returned it (to a
 // call or over the watch), or nil before registration and after the Node
-// was deleted, until it is registered again.
+// was deleted, until it is registered again. The caller owns the copy and
+// may modify it; SharedNode is the read-only one without the copy.
 func (c *Controller) Node() *v1.Node {
 	if n := c.current(); n != nil {
 		return n.DeepCopy()
@@ -175,7 +176,9 @@ func (c *Controller) Node() *v1.Node {
 	return nil
 }
 
-// SharedNode returns the Node as Node does, without a copy: read only.
+// SharedNode returns the Node as Node does, without the copy: it is the
+// Controller's own, and the caller must not modify it (the Shared prefix
+// means so throughout nodekit).
 // Admission checks pods against it, and against InitialNode while it is
 // nil (admission.GeneralPredicatesOrInitial), as the kubelet checks them
 // against its node informer's Node, or its initial node while the

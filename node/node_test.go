@@ -247,10 +247,10 @@ type health struct {
 	err error
 }
 
-func (h *health) check() (bool, error) {
+func (h *health) check() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.err == nil, h.err
+	return h.err
 }
 
 func (h *health) set(err error) {

@@ -186,7 +186,7 @@ func joinErrors(msgs []string) string {
 // kubelet's words.
 func (c *Controller) healthErrors(notReady []string) []string {
 	for _, h := range c.cfg.HealthChecks {
-		if ok, err := h.Check(); !ok {
+		if err := h.Check(); err != nil {
 			notReady = append(notReady, fmt.Sprintf("%s is not healthy: %v", h.Name, err))
 		}
 	}
@@ -198,7 +198,7 @@ func (c *Controller) healthErrors(notReady []string) []string {
 func (c *Controller) runtimeState(ctx context.Context, rt runtime.Runtime, st *v1.NodeStatus, old *v1.NodeStatus, notReady []string) []string {
 	cctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	// A failed call leaves the last answer standing (runtime.State).
+	// A failed call leaves the last answer standing (runtimestate.State).
 	rs, err := rt.Status(cctx)
 	if err != nil {
 		c.cfg.Log.V(2).Info("Container runtime status check failed", "err", err)

@@ -15,7 +15,7 @@ import (
 
 // ErrNoSource is wrapped when an object is asked for whose kind has no
 // client configured (a standalone agent has none).
-var ErrNoSource = errors.New("no API source configured")
+var ErrNoSource = errors.New("objects: no API source configured")
 
 // ConfigMapGetter reads the configMaps of one namespace; client-go's
 // CoreV1().ConfigMaps(ns) satisfies it.

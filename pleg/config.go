@@ -36,9 +36,9 @@ const (
 var (
 	// ErrInspectionTimeout wraps the error of a GetPodStatus call that
 	// Config.InspectTimeout cut short.
-	ErrInspectionTimeout = errors.New("pod inspection timed out")
+	ErrInspectionTimeout = errors.New("pleg: pod inspection timed out")
 	// ErrAlreadyStarted is returned by Start while another Start runs.
-	ErrAlreadyStarted = errors.New("pleg already started")
+	ErrAlreadyStarted = errors.New("pleg: already started")
 )
 
 // Config configures a GenericPLEG. Runtime and Cache are required; every other

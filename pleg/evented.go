@@ -149,11 +149,11 @@ func NewEvented(c EventedConfig) (*EventedPLEG, error) {
 // Watch returns the generic PLEG's event channel, which both feed.
 func (e *EventedPLEG) Watch() <-chan PodLifecycleEvent { return e.g.Watch() }
 
-// Healthy reports false if the event channel is full or the generic PLEG,
-// with the threshold of the current mode, is unhealthy.
-func (e *EventedPLEG) Healthy() (bool, error) {
+// Healthy returns an error if the event channel is full or the generic
+// PLEG, with the threshold of the current mode, is unhealthy.
+func (e *EventedPLEG) Healthy() error {
 	if ch := e.g.events; len(ch) == cap(ch) {
-		return false, fmt.Errorf("pleg: event channel is full with %d events", len(ch))
+		return fmt.Errorf("pleg: event channel is full with %d events", len(ch))
 	}
 	return e.g.Healthy()
 }

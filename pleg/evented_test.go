@@ -102,9 +102,7 @@ func TestEventedPLEGOnInMemoryRuntime(t *testing.T) {
 	f.stepUntil(t, func() bool { return f.relists.Load() >= 4 })
 	f.stepUntil(t, f.e.Streaming)
 	require.Eventually(t, func() bool { return f.g.period.Load() == int64(DefaultCacheUpdatePeriod) }, guard, time.Millisecond)
-	ok, err := f.e.Healthy()
-	assert.True(t, ok)
-	assert.NoError(t, err)
+	assert.NoError(t, f.e.Healthy())
 }
 
 // notStreaming is a runtime that cannot stream events.

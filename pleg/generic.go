@@ -156,20 +156,21 @@ func (g *GenericPLEG) nextPeriod() time.Duration {
 	return d
 }
 
-// Healthy reports whether the last successful relist began within the
-// threshold; the error says why not.
-func (g *GenericPLEG) Healthy() (bool, error) {
+// Healthy returns nil if the last successful relist began within the
+// threshold, else an error saying why not. It fits node.HealthCheck and
+// server.HealthCheck as it is.
+func (g *GenericPLEG) Healthy() error {
 	g.lastMu.Lock()
 	last := g.lastRelist
 	g.lastMu.Unlock()
 	if last.IsZero() {
-		return false, errors.New("pleg has yet to be successful")
+		return errors.New("pleg has yet to be successful")
 	}
 	threshold := time.Duration(g.threshold.Load())
 	if elapsed := g.clock.Since(last); elapsed > threshold {
-		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
+		return fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
 	}
-	return true, nil
+	return nil
 }
 
 // Run relists at once and then every relist period until ctx ends, and

@@ -306,36 +306,27 @@ func TestEmptyPodThatVanishesIsDeletedFromCache(t *testing.T) {
 // threshold behaviour.
 func TestHealthy(t *testing.T) {
 	tp := newTestPLEG(t, func(c *Config) { c.RelistThreshold = 3 * time.Minute })
-	ok, err := tp.Healthy()
-	assert.False(t, ok, "unhealthy before the first relist")
-	assert.Error(t, err)
+	assert.Error(t, tp.Healthy(), "unhealthy before the first relist")
 
 	tp.clock.Step(10 * time.Minute)
-	ok, _ = tp.Healthy()
-	assert.False(t, ok, "still unhealthy without a relist")
+	assert.Error(t, tp.Healthy(), "still unhealthy without a relist")
 
 	tp.relist(t)
 	tp.clock.Step(time.Minute)
-	ok, err = tp.Healthy()
-	assert.True(t, ok, "healthy within the threshold")
-	assert.NoError(t, err)
+	assert.NoError(t, tp.Healthy(), "healthy within the threshold")
 
 	tp.clock.Step(3 * time.Minute)
-	ok, err = tp.Healthy()
-	assert.False(t, ok, "unhealthy once the last relist is older than the threshold")
-	assert.Error(t, err)
+	assert.Error(t, tp.Healthy(), "unhealthy once the last relist is older than the threshold")
 
 	tp.lister.mu.Lock()
 	tp.lister.listErr = errors.New("runtime down")
 	tp.lister.mu.Unlock()
 	require.Error(t, tp.Relist(context.Background()))
-	ok, _ = tp.Healthy()
-	assert.False(t, ok, "a failed listing does not count as a relist")
+	assert.Error(t, tp.Healthy(), "a failed listing does not count as a relist")
 	assert.Error(t, tp.lastStats().Err)
 
 	require.NoError(t, tp.SetRelistDuration(time.Hour, 10*time.Minute))
-	ok, _ = tp.Healthy()
-	assert.True(t, ok, "a longer threshold applies at once")
+	assert.NoError(t, tp.Healthy(), "a longer threshold applies at once")
 }
 
 // Ported from upstream's TestRelistWithReinspection: after a failed

@@ -7,11 +7,6 @@ import (
 // PodLifecycleEventType says what changed in a pod.
 type PodLifecycleEventType string
 
-// PodLifeCycleEventType is the kubelet's spelling of PodLifecycleEventType.
-//
-// Deprecated: use PodLifecycleEventType.
-type PodLifeCycleEventType = PodLifecycleEventType
-
 const (
 	// ContainerStarted: a container is now running.
 	ContainerStarted PodLifecycleEventType = "ContainerStarted"

@@ -14,7 +14,7 @@ import (
 
 // ErrInvalidConfig is wrapped by the errors of constructors given bad
 // configuration.
-var ErrInvalidConfig = errors.New("invalid configuration")
+var ErrInvalidConfig = errors.New("podconfig: invalid config")
 
 // NotificationMode is how PodConfig reports changes on its output channel.
 type NotificationMode int
@@ -73,6 +73,7 @@ type Options struct {
 // the per-source storage turns them into the minimal changes, delivered on
 // Updates() in the order they were merged.
 type PodConfig struct {
+	mode    NotificationMode
 	storage *podStorage
 	updates chan PodUpdate
 
@@ -107,6 +108,7 @@ func NewPodConfig(mode NotificationMode, opts Options) (*PodConfig, error) {
 	}
 	updates := make(chan PodUpdate, opts.UpdatesBuffer)
 	return &PodConfig{
+		mode:     mode,
 		storage:  newPodStorage(updates, mode, opts),
 		updates:  updates,
 		sources:  map[string]struct{}{},
@@ -152,6 +154,11 @@ func (c *PodConfig) listen(ctx context.Context, source string, ch chan PodUpdate
 		}
 	}
 }
+
+// Mode returns the NotificationMode the PodConfig delivers in, so that a
+// consumer can refuse one it cannot handle (syncloop.New refuses all but
+// Incremental).
+func (c *PodConfig) Mode() NotificationMode { return c.mode }
 
 // Updates returns the merged output. It is never closed.
 func (c *PodConfig) Updates() <-chan PodUpdate {

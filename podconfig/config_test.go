@@ -170,6 +170,14 @@ func TestNewPodConfigRejectsBadConfig(t *testing.T) {
 	}
 }
 
+func TestModeIsTheOneGivenToNew(t *testing.T) {
+	for _, m := range []NotificationMode{Incremental, Snapshot, SnapshotAndUpdates} {
+		c, err := NewPodConfig(m, Options{})
+		require.NoError(t, err)
+		assert.Equal(t, m, c.Mode())
+	}
+}
+
 func TestNewPodAdded(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/safeevent"
 	"github.com/nodekit/nodekit/podutil"
 )
 
@@ -252,7 +253,7 @@ func (s *podStorage) apply(source string, incoming []*v1.Pod, pods map[types.UID
 			k := nameKey{ref.Name, ref.Namespace}
 			if _, dup := s.names[k]; dup {
 				s.log.Info("Pod failed validation due to duplicate pod name, ignoring", "index", i, "pod", klogRef(ref), "source", source)
-				if err := SafeEventf(s.rec, ref, v1.EventTypeWarning, ReasonFailedValidation,
+				if err := safeevent.Eventf(s.rec, ref, v1.EventTypeWarning, ReasonFailedValidation,
 					"Error validating pod %s from %s due to duplicate pod name %q, ignoring", formatPod(ref), source, ref.Name); err != nil {
 					s.log.Error(err, "Recording event")
 				}
@@ -319,7 +320,7 @@ func (s *podStorage) rejectNoUID(source string, ref *v1.Pod, mark uint64) {
 	k := nameKey{ref.Name, ref.Namespace}
 	if _, reported := seen[k]; !reported {
 		s.log.Error(nil, "Pod has no UID, ignoring it", "pod", klogRef(ref), "source", source)
-		if err := SafeEventf(s.rec, ref, v1.EventTypeWarning, ReasonFailedValidation,
+		if err := safeevent.Eventf(s.rec, ref, v1.EventTypeWarning, ReasonFailedValidation,
 			"Error validating pod %s from %s: metadata.uid is empty, ignoring", podutil.FullName(ref), source); err != nil {
 			s.log.Error(err, "Recording event")
 		}

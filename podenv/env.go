@@ -45,7 +45,7 @@ const ReasonInvalidEnvironmentVariableNames = "InvalidEnvironmentVariableNames"
 
 // ErrNoSource is wrapped when a pod references a configMap or secret and the
 // Resolver has no ObjectGetter (for example a standalone agent).
-var ErrNoSource = errors.New("no API source configured")
+var ErrNoSource = errors.New("podenv: no API source configured")
 
 // Config configures a Resolver. Every field is optional.
 type Config struct {

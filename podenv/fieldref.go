@@ -16,7 +16,7 @@ import (
 
 // ErrUnsupportedField is wrapped when a fieldRef or resourceFieldRef names
 // something the downward API does not offer.
-var ErrUnsupportedField = errors.New("unsupported downward API field")
+var ErrUnsupportedField = errors.New("podenv: unsupported downward API field")
 
 // FieldValue returns the value of a fieldRef (metadata.name,
 // metadata.labels['k'], status.podIP, ...) for pod, as the kubelet's

@@ -76,7 +76,7 @@ func benchmarkUpdatePodRound(b *testing.B, metrics bool) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				s := &nopSyncer{n: int64(n), done: make(chan struct{})}
-				c := podworkers.Config{Syncer: s, Cache: readyCache{}, WorkQueue: discardQueue{}}
+				c := podworkers.Config{Syncer: s, Cache: readyCache{}, ResyncQueue: discardQueue{}}
 				if metrics {
 					c.Registerer = prometheus.NewRegistry()
 				}

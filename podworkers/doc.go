@@ -32,7 +32,7 @@
 // later one waits, in the order UpdatePod saw them, until the earlier one has
 // terminated; a waiting pod killed or forgotten meanwhile leaves the line.
 //
-// After each sync the pod is put in the WorkQueue: after ResyncInterval (plus
+// After each sync the pod is put in the ResyncQueue: after ResyncInterval (plus
 // jitter) on success, BackOff on error, TransientBackOff on an error wrapping
 // ErrTransient, at once on a state change. The sync loop drains due pods
 // from the Queue on its sync tick and syncs them again.
@@ -44,7 +44,7 @@
 //
 // Usage: ExampleNew runs one pod through the workers with a PodSyncer of
 // the caller's (see PodSyncer for what one must do); in an agent the Queue
-// is shared with syncloop.Config.WorkQueue, the Cache is the one the PLEG
+// is also the sync loop's syncloop.Config.DuePods, the Cache is the one the PLEG
 // writes, and housekeeping calls SyncKnownPods with the desired pods.
 //
 // Package podworkerstest has a recording PodSyncer for tests.

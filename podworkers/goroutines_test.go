@@ -77,7 +77,7 @@ func (s *gateSyncer) counts() (started, inFlight, most int) {
 // runWorkers runs PodWorkers over s until the test ends.
 func runWorkers(t *testing.T, s podworkers.PodSyncer, holds *podworkers.Holds) *podworkers.PodWorkers {
 	t.Helper()
-	p, err := podworkers.New(podworkers.Config{Syncer: s, Cache: podworkerstest.NewCache(), WorkQueue: discardQueue{}})
+	p, err := podworkers.New(podworkers.Config{Syncer: s, Cache: podworkerstest.NewCache(), ResyncQueue: discardQueue{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func newInternal(t *testing.T) (*PodWorkers, *recordingQueue) {
 	t.Helper()
 	q := &recordingQueue{}
 	p, err := New(Config{
-		Syncer: nopSyncer{}, Cache: runtime.NewCache(), WorkQueue: q,
+		Syncer: nopSyncer{}, Cache: runtime.NewCache(), ResyncQueue: q,
 		Clock: clocktesting.NewFakePassiveClock(time.Unix(1, 0)),
 	})
 	if err != nil {

@@ -33,10 +33,10 @@ type Config struct {
 	// worker waits for status newer than the end of its previous sync.
 	// Required.
 	Cache runtime.Cache
-	// WorkQueue receives each pod's next resync. Default: a Queue on Clock
+	// ResyncQueue receives each pod's next resync. Default: a Queue on Clock
 	// that nobody drains, so periodic resyncs only happen if the caller
 	// shares a Queue with its sync loop.
-	WorkQueue WorkQueue
+	ResyncQueue ResyncQueue
 	// ResyncInterval is how long after a successful sync a pod is due again
 	// (the kubelet's syncFrequency), plus up to 50% jitter. Default 1m.
 	ResyncInterval time.Duration
@@ -72,7 +72,7 @@ type Config struct {
 type PodWorkers struct {
 	syncer           PodSyncer
 	cache            runtime.Cache
-	queue            WorkQueue
+	queue            ResyncQueue
 	resync           time.Duration
 	backOff          time.Duration
 	transientBackOff time.Duration
@@ -114,13 +114,13 @@ type PodWorkers struct {
 // New checks c, fills its defaults and returns idle PodWorkers.
 func New(c Config) (*PodWorkers, error) {
 	if c.Syncer == nil {
-		return nil, fmt.Errorf("Syncer is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Syncer is required", ErrInvalidConfig)
 	}
 	if c.Cache == nil {
-		return nil, fmt.Errorf("Cache is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Cache is required", ErrInvalidConfig)
 	}
 	if c.ResyncInterval < 0 || c.BackOff < 0 || c.TransientBackOff < 0 {
-		return nil, fmt.Errorf("negative interval: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative interval", ErrInvalidConfig)
 	}
 	if c.Jitter == nil {
 		c.Jitter = wait.Jitter
@@ -128,8 +128,8 @@ func New(c Config) (*PodWorkers, error) {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
-	if c.WorkQueue == nil {
-		c.WorkQueue = NewQueue(c.Clock)
+	if c.ResyncQueue == nil {
+		c.ResyncQueue = NewQueue(c.Clock)
 	}
 	if c.ResyncInterval == 0 {
 		c.ResyncInterval = time.Minute
@@ -146,7 +146,7 @@ func New(c Config) (*PodWorkers, error) {
 	p := &PodWorkers{
 		syncer:           c.Syncer,
 		cache:            c.Cache,
-		queue:            c.WorkQueue,
+		queue:            c.ResyncQueue,
 		resync:           c.ResyncInterval,
 		backOff:          c.BackOff,
 		jitter:           c.Jitter,
@@ -278,10 +278,10 @@ func (p *PodWorkers) UpdatePod(options UpdatePodOptions) error {
 		uid, ns, name = options.RunningPod.ID, options.RunningPod.Namespace, options.RunningPod.Name
 		isRuntimePod = true
 	default:
-		return fmt.Errorf("neither Pod nor RunningPod set: %w", ErrInvalidUpdate)
+		return fmt.Errorf("%w: neither Pod nor RunningPod set", ErrInvalidUpdate)
 	}
 	if uid == "" {
-		return fmt.Errorf("pod %s/%s has no UID: %w", ns, name, ErrInvalidUpdate)
+		return fmt.Errorf("%w: pod %s/%s has no UID", ErrInvalidUpdate, ns, name)
 	}
 
 	// A worker this update needs is started once p.mu is released: starting

@@ -83,7 +83,7 @@ func newHarness(t *testing.T, mod func(*podworkers.Config)) *harness {
 		t: t, s: &podworkerstest.Syncer{}, q: &recQueue{}, cache: podworkerstest.NewCache(),
 		clock: clocktesting.NewFakePassiveClock(time.Unix(1, 0)), holds: &podworkers.Holds{},
 	}
-	c := podworkers.Config{Syncer: h.s, Cache: h.cache, WorkQueue: h.q, Clock: h.clock,
+	c := podworkers.Config{Syncer: h.s, Cache: h.cache, ResyncQueue: h.q, Clock: h.clock,
 		ResyncInterval: time.Minute, BackOff: 10 * time.Second, TransientBackOff: time.Second}
 	if mod != nil {
 		mod(&c)

@@ -17,7 +17,7 @@ type Queue struct {
 	due   map[types.UID]time.Time
 }
 
-var _ WorkQueue = (*Queue)(nil)
+var _ ResyncQueue = (*Queue)(nil)
 
 // NewQueue returns an empty Queue on clk (nil: the real clock).
 func NewQueue(clk clock.PassiveClock) *Queue {

@@ -23,7 +23,7 @@ var (
 	// that should clear soon (the network plugin or the runtime not ready
 	// yet): the pod is retried after Config.TransientBackOff instead of the
 	// longer Config.BackOff.
-	ErrTransient = errors.New("transient sync error")
+	ErrTransient = errors.New("podworkers: transient sync error")
 	// ErrSyncerPanic is wrapped into the error of a sync whose PodSyncer
 	// panicked; the panic is recovered and handled like any sync error.
 	ErrSyncerPanic = errors.New("podworkers: pod syncer panicked")
@@ -188,9 +188,9 @@ type KnownPod struct {
 	Static bool
 }
 
-// WorkQueue is where the pod workers put each pod's next resync; the sync
-// loop drains due pods from it (see Queue).
-type WorkQueue interface {
+// ResyncQueue is where the pod workers schedule each pod's next resync (the
+// writing side of Queue; the sync loop drains it as syncloop.DuePods).
+type ResyncQueue interface {
 	// Enqueue makes uid due after delay, replacing an earlier due time.
 	Enqueue(uid types.UID, delay time.Duration)
 }

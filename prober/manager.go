@@ -116,10 +116,10 @@ type workerKey struct {
 // New checks c and fills its defaults.
 func New(c Config) (*Manager, error) {
 	if c.Status == nil {
-		return nil, fmt.Errorf("Status is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Status is required", ErrInvalidConfig)
 	}
 	if c.MaxConcurrent < 0 {
-		return nil, fmt.Errorf("negative MaxConcurrent: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative MaxConcurrent", ErrInvalidConfig)
 	}
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = 256

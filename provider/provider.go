@@ -96,10 +96,10 @@ var ErrInvalidConfig = fmt.Errorf("provider: %w", runtime.ErrInvalidConfig)
 // its event stream (WatchContainerEvents).
 func New(c Config) (*Runtime, error) {
 	if c.Provider == nil {
-		return nil, fmt.Errorf("Provider is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Provider is required", ErrInvalidConfig)
 	}
 	if c.PollPeriod < 0 || c.DeleteCheckPeriod < 0 || c.EventBuffer < 0 {
-		return nil, fmt.Errorf("negative PollPeriod, DeleteCheckPeriod or EventBuffer: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative PollPeriod, DeleteCheckPeriod or EventBuffer", ErrInvalidConfig)
 	}
 	if c.PollPeriod == 0 {
 		c.PollPeriod = 5 * time.Second

@@ -7,10 +7,10 @@ import "errors"
 // statuses (for example "CrashLoopBackOff"), so status generation can use
 // err.Error() of the sentinel directly; see Reason.
 var (
-	ErrNotFound           = errors.New("not found")
-	ErrNotSupported       = errors.New("not supported by this runtime")
-	ErrInvalidContainerID = errors.New("invalid container ID")
-	ErrInvalidConfig      = errors.New("invalid configuration")
+	ErrNotFound           = errors.New("runtime: not found")
+	ErrNotSupported       = errors.New("runtime: not supported by this runtime")
+	ErrInvalidContainerID = errors.New("runtime: invalid container ID")
+	ErrInvalidConfig      = errors.New("runtime: invalid config")
 
 	ErrCrashLoopBackOff      = errors.New("CrashLoopBackOff")
 	ErrImagePullBackOff      = errors.New("ImagePullBackOff")

@@ -9,7 +9,7 @@ import (
 
 // ErrExecTimeout is wrapped by CommandRunner.ExecSync's error when the
 // command ran past its timeout.
-var ErrExecTimeout = errors.New("command timed out")
+var ErrExecTimeout = errors.New("runtime: command timed out")
 
 // CommandRunner is implemented by runtimes that can run a command inside a
 // running container and wait for it, the CRI's ExecSync. The prober's exec

@@ -71,7 +71,10 @@ type Container struct {
 // ListedPodInspector is a Runtime that can inspect a pod from a listing of
 // it (one of GetPods(ctx, true)), without listing it again: the PLEG's
 // relist inspects the pods it just listed. The status is as GetPodStatus's,
-// with the listed sandboxes and containers.
+// with the listed sandboxes and containers. It is optional: the PLEG looks
+// for it on its Runtime and falls back to GetPodStatus. It is exported for
+// the authors of a Runtime (runtime/cri implements it), whose PLEG relists
+// would otherwise list every changed pod twice.
 type ListedPodInspector interface {
 	GetPodStatusListed(ctx context.Context, pod *Pod) (*PodStatus, error)
 }

@@ -194,7 +194,7 @@ func TestRun(t *testing.T) {
 		{"with the pod's UID", "/run/default/web/uid-web/app?cmd=echo+hi", http.StatusOK, "hi\nwarn\n", "application/json"},
 		{"no output is an empty 200", "/run/default/web/app?cmd=true", http.StatusOK, "", ""},
 		{"a non-zero exit is a 500 with stderr", "/run/default/web/app?cmd=false", http.StatusInternalServerError, "command 'false' exited with 2: failed\n\n", ""},
-		{"a runtime error is a 500", "/run/default/web/app?cmd=nope", http.StatusInternalServerError, "exec in fake://c2: not found\n", ""},
+		{"a runtime error is a 500", "/run/default/web/app?cmd=nope", http.StatusInternalServerError, "exec in fake://c2: runtime: not found\n", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := f.srv.Client().Post(f.srv.URL+tc.path, "", nil)
@@ -390,7 +390,7 @@ func TestStreamsOfARuntimesOwnServerAreProxied(t *testing.T) {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		assert.Equal(t, http.StatusNotFound, resp.StatusCode)
-		assert.Equal(t, "container c2: not found\n", string(body))
+		assert.Equal(t, "container c2: runtime: not found\n", string(body))
 	})
 }
 

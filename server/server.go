@@ -43,7 +43,8 @@ type RuntimePodLister interface {
 }
 
 // HealthCheck is one named check of /healthz; Check returns nil when
-// healthy.
+// healthy. It has the shape of node.HealthCheck, so the same funcs serve
+// both.
 type HealthCheck struct {
 	Name  string
 	Check func() error
@@ -120,18 +121,18 @@ type Server struct {
 // New checks c and builds the handler.
 func New(c Config) (*Server, error) {
 	if c.Pods == nil {
-		return nil, fmt.Errorf("Pods is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Pods is required", ErrInvalidConfig)
 	}
 	if c.Auth != nil && (c.Auth.Authenticator == nil || c.Auth.Authorizer == nil) {
-		return nil, fmt.Errorf("Auth needs an Authenticator and an Authorizer: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Auth needs an Authenticator and an Authorizer", ErrInvalidConfig)
 	}
 	for _, h := range c.HealthChecks {
 		if h.Name == "" || h.Name == "ping" || h.Check == nil {
-			return nil, fmt.Errorf("health check %q: a name other than ping and a Check are required: %w", h.Name, ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: health check %q: a name other than ping and a Check are required", ErrInvalidConfig, h.Name)
 		}
 	}
 	if c.RunningPods == nil && (c.Streaming != nil || c.PortForward != nil || c.StreamURLs != nil || c.Exec != nil) {
-		return nil, fmt.Errorf("Streaming, PortForward, StreamURLs and Exec need RunningPods: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Streaming, PortForward, StreamURLs and Exec need RunningPods", ErrInvalidConfig)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -187,14 +188,14 @@ func HealthzHandler(checks ...HealthCheck) http.Handler {
 	return mux
 }
 
-// ShutdownTimeout bounds how long ListenAndServe waits for requests in
-// flight once its context ends; followed log streams end with the context.
-const ShutdownTimeout = 5 * time.Second
+// shutdownTimeout bounds how long Serve waits for requests in flight once
+// its context ends.
+const shutdownTimeout = 5 * time.Second
 
 // ListenAndServe serves h on addr (TLS if tlsConfig is set) until ctx
 // ends, then shuts the server down and returns nil once every request has
-// ended. Requests get contexts derived from ctx, so a followed log stream
-// ends with it.
+// ended, or closes the connections still open after 5 seconds. Requests
+// get contexts derived from ctx, so a followed log stream ends with it.
 func ListenAndServe(ctx context.Context, addr string, h http.Handler, tlsConfig *tls.Config) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -220,7 +221,7 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler, tlsConfig *tls.C
 		return fmt.Errorf("server: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {

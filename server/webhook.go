@@ -83,10 +83,10 @@ type AuthnConfig struct {
 // ErrInvalidConfig when c configures no way to authenticate.
 func NewAuthenticator(c AuthnConfig) (Authenticator, error) {
 	if c.ClientCAs == nil && c.Tokens == nil && !c.Anonymous {
-		return nil, fmt.Errorf("no authentication method configured (client CAs, token webhook or anonymous): %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: no authentication method configured (client CAs, token webhook or anonymous)", ErrInvalidConfig)
 	}
 	if c.CacheTTL < 0 {
-		return nil, fmt.Errorf("token cache TTL %s is negative: %w", c.CacheTTL, ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: token cache TTL %s is negative", ErrInvalidConfig, c.CacheTTL)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -310,10 +310,10 @@ type AuthzConfig struct {
 // request's attributes and user as c says.
 func NewWebhookAuthorizer(c AuthzConfig) (Authorizer, error) {
 	if c.Reviews == nil {
-		return nil, fmt.Errorf("the webhook authorizer needs a SubjectAccessReviewer: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: the webhook authorizer needs a SubjectAccessReviewer", ErrInvalidConfig)
 	}
 	if c.AuthorizedTTL < 0 || c.UnauthorizedTTL < 0 {
-		return nil, fmt.Errorf("authorization cache TTLs %s and %s: negative: %w", c.AuthorizedTTL, c.UnauthorizedTTL, ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: authorization cache TTLs %s and %s: negative", ErrInvalidConfig, c.AuthorizedTTL, c.UnauthorizedTTL)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

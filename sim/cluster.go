@@ -132,7 +132,7 @@ type Cluster struct {
 // New returns a cluster without nodes; Close it to stop them.
 func New(c Config) (*Cluster, error) {
 	if c.NodeMonitorGracePeriod < 0 || c.NodeMonitorPeriod < 0 || c.IdleTimeout < 0 {
-		return nil, fmt.Errorf("negative duration: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative duration", ErrInvalidConfig)
 	}
 	if c.NodeMonitorGracePeriod == 0 {
 		c.NodeMonitorGracePeriod = 40 * time.Second
@@ -231,7 +231,7 @@ func (c *Cluster) AddNode(name string) (*Node, error) {
 	if _, ok := c.nodes[name]; ok || name == "" {
 		return nil, fmt.Errorf("%q: %w", name, ErrNodeExists)
 	}
-	rc := fake.Config{Seed: c.cfg.Seed ^ hash(name), PodBehavior: AnnotationBehavior}
+	rc := fake.Config{Seed: c.cfg.Seed ^ hash(name), PodBehavior: annotationBehavior}
 	if c.cfg.Runtime != nil {
 		c.cfg.Runtime(&rc)
 	}

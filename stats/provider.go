@@ -73,13 +73,13 @@ type Provider struct {
 // New checks c and returns a Provider.
 func New(c Config) (*Provider, error) {
 	if c.NodeName == "" {
-		return nil, fmt.Errorf("NodeName is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
 	}
 	if c.Runtime == nil {
-		return nil, fmt.Errorf("Runtime is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Runtime is required", ErrInvalidConfig)
 	}
 	if c.UpdatePeriod < 0 {
-		return nil, fmt.Errorf("negative UpdatePeriod: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative UpdatePeriod", ErrInvalidConfig)
 	}
 	if c.UpdatePeriod == 0 {
 		c.UpdatePeriod = 10 * time.Second

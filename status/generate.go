@@ -13,10 +13,10 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// Waiting reasons the generator sets, as in the kubelet.
+// Waiting reasons the generator sets, as in the kubelet (and
+// runtime.ReasonContainerCreating for a container not yet started).
 const (
-	ContainerCreating = "ContainerCreating"
-	PodInitializing   = "PodInitializing"
+	PodInitializing = "PodInitializing"
 	// ContainerStatusUnknown marks a container the runtime lost track of.
 	ContainerStatusUnknown = "ContainerStatusUnknown"
 )
@@ -219,7 +219,7 @@ func (g *generator) containerStatuses(prev []v1.ContainerStatus, containers []v1
 	if len(containers) == 0 {
 		return nil
 	}
-	defaultReason := ContainerCreating
+	defaultReason := runtime.ReasonContainerCreating
 	if g.hasInit {
 		defaultReason = PodInitializing
 	}

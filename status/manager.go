@@ -18,7 +18,7 @@ import (
 )
 
 // ErrInvalidConfig is wrapped by NewManager's errors.
-var ErrInvalidConfig = errors.New("invalid configuration")
+var ErrInvalidConfig = errors.New("status: invalid config")
 
 // PodClient is the part of the apiserver's pod API the Manager uses, for one
 // namespace. client-go's typed CoreV1().Pods(namespace) satisfies it as it is.
@@ -208,7 +208,9 @@ func (m *Manager) Sync(ctx context.Context) {
 }
 
 // GetPodStatus returns a copy of the cached status of a pod, by its UID or,
-// for a static pod, by its mirror pod's UID.
+// for a static pod, by its mirror pod's UID; the caller owns the copy and
+// may modify it. SharedPodStatus is the read-only one without the copy (the
+// Shared prefix means so throughout nodekit).
 func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -219,8 +221,8 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	return *vs.status.DeepCopy(), true
 }
 
-// SharedPodStatus is GetPodStatus without the copy, for hot paths that only
-// read (the agent generates every new status on top of the last one). The
+// SharedPodStatus is GetPodStatus without the copy: read only, for hot
+// paths that only read (the agent generates every new status on top of the last one). The
 // status is the Manager's own: it never modifies a stored status (a change
 // stores a new one), and the caller must not modify it either.
 func (m *Manager) SharedPodStatus(uid types.UID) (*v1.PodStatus, bool) {

@@ -8,13 +8,14 @@
 //
 //   - a config update: ADD → HandlePodAdditions; UPDATE and DELETE →
 //     HandlePodUpdates; REMOVE → HandlePodRemoves; RECONCILE →
-//     HandlePodReconcile (SET, podconfig's snapshot mode, is not supported);
+//     HandlePodReconcile (SET, podconfig's snapshot modes, is not
+//     supported: New refuses a Config.Source not in Incremental mode);
 //     the update's source is recorded in SourcesReady. A closed update
 //     channel ends the loop;
 //   - a PLEG event: any but ContainerRemoved syncs the pod if the agent
 //     knows it; ContainerDied also asks a Handler that is a ContainerCleaner
 //     to remove the pod's dead containers;
-//   - a sync tick (SyncPeriod, 1s): the pods due in the WorkQueue (put there
+//   - a sync tick (SyncPeriod, 1s): the pods DuePods hands out (put there
 //     by the pod workers after each sync, so every pod is resynced about
 //     every podworkers.Config.ResyncInterval, the kubelet's syncFrequency)
 //     go to HandlePodSyncs;
@@ -30,6 +31,6 @@
 //
 // Usage: ExampleLoop_Run feeds a loop updates and prints what its Handler
 // gets. In an agent, Config.Pods is the pod manager (package podmanager),
-// PLEG the PLEG's Watch(), WorkQueue the pod workers' Queue, SourcesReady
+// PLEG the PLEG's Watch(), DuePods the pod workers' Queue, SourcesReady
 // podconfig.NewSourcesReady(cfg.SeenAllSources).
 package syncloop

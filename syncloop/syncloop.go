@@ -60,10 +60,17 @@ type PodGetter interface {
 	GetPodByUID(uid types.UID) (*v1.Pod, bool)
 }
 
-// WorkQueue hands out the UIDs of pods due for a resync
-// (podworkers.Queue).
-type WorkQueue interface {
+// DuePods hands out the UIDs of pods due for a resync, on every sync tick
+// (the draining side of podworkers.Queue, whose workers schedule the
+// resyncs through podworkers.ResyncQueue).
+type DuePods interface {
 	GetWork() []types.UID
+}
+
+// UpdateSource is the PodConfig whose Updates() Run is given
+// (*podconfig.PodConfig): New asks it for its mode.
+type UpdateSource interface {
+	Mode() podconfig.NotificationMode
 }
 
 // SourcesReady tracks the config sources heard from
@@ -77,11 +84,16 @@ type SourcesReady interface {
 type Config struct {
 	// Pods resolves the UIDs of PLEG events and due work. Required.
 	Pods PodGetter
+	// Source is the PodConfig whose Updates() Run is given. Optional, but
+	// set it: New refuses a PodConfig not in podconfig.Incremental mode,
+	// whose SETs the loop cannot dispatch (without Source, Run logs and
+	// drops each SET).
+	Source UpdateSource
 	// PLEG is the PLEG's Watch() channel. Optional: without it the loop
 	// learns of runtime changes only through resyncs.
 	PLEG <-chan pleg.PodLifecycleEvent
-	// WorkQueue is drained on every sync tick. Optional.
-	WorkQueue WorkQueue
+	// DuePods is drained on every sync tick. Optional.
+	DuePods DuePods
 	// SourcesReady gates housekeeping and learns each update's source.
 	// Default: housekeeping always runs.
 	SourcesReady SourcesReady
@@ -115,10 +127,15 @@ type Loop struct {
 // New checks c and fills its defaults.
 func New(c Config) (*Loop, error) {
 	if c.Pods == nil {
-		return nil, fmt.Errorf("Pods is required: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: Pods is required", ErrInvalidConfig)
+	}
+	if c.Source != nil {
+		if m := c.Source.Mode(); m != podconfig.Incremental {
+			return nil, fmt.Errorf("syncloop: podconfig in %v mode: the loop needs podconfig.Incremental updates (it cannot dispatch a SET): %w", m, ErrInvalidConfig)
+		}
 	}
 	if c.SyncPeriod < 0 || c.HousekeepingPeriod < 0 || c.HousekeepingWarning < 0 {
-		return nil, fmt.Errorf("negative period: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative period", ErrInvalidConfig)
 	}
 	if c.SyncPeriod == 0 {
 		c.SyncPeriod = time.Second
@@ -154,7 +171,7 @@ func (l *Loop) LatestLoopEntryTime() time.Time {
 // or a housekeeping tick, and hands it to h.
 func (l *Loop) Run(ctx context.Context, updates <-chan podconfig.PodUpdate, h Handler) error {
 	if h == nil {
-		return fmt.Errorf("nil Handler: %w", ErrInvalidConfig)
+		return fmt.Errorf("%w: nil Handler", ErrInvalidConfig)
 	}
 	syncTicker := l.c.Clock.NewTicker(l.c.SyncPeriod)
 	defer syncTicker.Stop()
@@ -268,10 +285,10 @@ func (it *iteration) run(ctx context.Context) bool {
 
 // podsToSync returns the known pods due in the work queue.
 func (it *iteration) podsToSync() []*v1.Pod {
-	if it.l.c.WorkQueue == nil {
+	if it.l.c.DuePods == nil {
 		return nil
 	}
-	uids := it.l.c.WorkQueue.GetWork()
+	uids := it.l.c.DuePods.GetWork()
 	if len(uids) == 0 {
 		return nil
 	}

@@ -322,7 +322,7 @@ func TestSyncTickSyncsDuePods(t *testing.T) {
 	q.Enqueue("a", 0)
 	q.Enqueue("b", 10*time.Second)
 	q.Enqueue("gone", 0) // no longer known: skipped
-	l := newLoop(t, syncloop.Config{Clock: clk, WorkQueue: q, Pods: podMap{"a": pod("a"), "b": pod("b")},
+	l := newLoop(t, syncloop.Config{Clock: clk, DuePods: q, Pods: podMap{"a": pod("a"), "b": pod("b")},
 		SyncPeriod: time.Second, HousekeepingPeriod: time.Hour})
 	h := newRecorder()
 	start(t, l, h)
@@ -445,6 +445,36 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	l := newLoop(t, syncloop.Config{})
 	if err := l.Run(context.Background(), nil, nil); !errors.Is(err, syncloop.ErrInvalidConfig) {
 		t.Errorf("nil handler: %v", err)
+	}
+}
+
+// A PodConfig in a snapshot mode delivers SETs, which the loop cannot
+// dispatch: New refuses it up front rather than Run dropping every update.
+func TestNewRefusesSnapshotPodConfig(t *testing.T) {
+	for _, tt := range []struct {
+		mode podconfig.NotificationMode
+		ok   bool
+	}{
+		{podconfig.Incremental, true},
+		{podconfig.Snapshot, false},
+		{podconfig.SnapshotAndUpdates, false},
+	} {
+		t.Run(tt.mode.String(), func(t *testing.T) {
+			pc, err := podconfig.NewPodConfig(tt.mode, podconfig.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = syncloop.New(syncloop.Config{Pods: podMap{}, Source: pc})
+			if tt.ok {
+				if err != nil {
+					t.Errorf("New with an Incremental PodConfig: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, syncloop.ErrInvalidConfig) || !strings.Contains(err.Error(), tt.mode.String()) {
+				t.Errorf("New with a %v PodConfig: %v, want an ErrInvalidConfig naming the mode", tt.mode, err)
+			}
+		})
 	}
 }
 

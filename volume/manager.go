@@ -24,11 +24,11 @@ import (
 )
 
 // ErrUnsupported is wrapped for a volume type the Manager does not set up.
-var ErrUnsupported = errors.New("unsupported volume")
+var ErrUnsupported = errors.New("volume: unsupported volume")
 
 // ErrNoSource is wrapped when a volume needs an API object (or a token) and
 // the Manager has no source for it, as for static pods on a standalone node.
-var ErrNoSource = errors.New("no API source configured")
+var ErrNoSource = errors.New("volume: no API source configured")
 
 // ObjectGetter returns the configMaps and secrets pods reference; a missing
 // object is an error for which apierrors.IsNotFound holds. objects.Cache

@@ -56,13 +56,13 @@ type Source struct {
 // an error wrapping podconfig.ErrInvalidConfig.
 func New(c Config) (*Source, error) {
 	if c.Client == nil {
-		return nil, fmt.Errorf("apiserver source: Client is required: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("apiserver: Client is required: %w", podconfig.ErrInvalidConfig)
 	}
 	if c.NodeName == "" {
-		return nil, fmt.Errorf("apiserver source: NodeName is required: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("apiserver: NodeName is required: %w", podconfig.ErrInvalidConfig)
 	}
 	if c.BackoffInitial < 0 || c.BackoffMax < 0 || c.WatchTimeout < 0 {
-		return nil, fmt.Errorf("apiserver source: negative duration: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("apiserver: negative duration: %w", podconfig.ErrInvalidConfig)
 	}
 	if c.BackoffInitial == 0 {
 		c.BackoffInitial = time.Second

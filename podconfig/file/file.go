@@ -21,13 +21,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/safeevent"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podconfig/internal/fieldwarn"
 	"github.com/nodekit/nodekit/podconfig/staticpod"
 	"github.com/nodekit/nodekit/podutil"
 )
 
 // ErrFileTooLarge: a manifest exceeds Config.MaxFileBytes.
-var ErrFileTooLarge = errors.New("manifest file too large")
+var ErrFileTooLarge = errors.New("file: manifest file too large")
 
 // Config configures a Source.
 type Config struct {
@@ -103,13 +105,13 @@ type fileState struct {
 // an error wrapping podconfig.ErrInvalidConfig.
 func New(c Config) (*Source, error) {
 	if c.Path == "" {
-		return nil, fmt.Errorf("file source: Path is required: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("file: Path is required: %w", podconfig.ErrInvalidConfig)
 	}
 	if c.NodeName == "" {
-		return nil, fmt.Errorf("file source: NodeName is required: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("file: NodeName is required: %w", podconfig.ErrInvalidConfig)
 	}
 	if c.CheckFrequency < 0 || c.MaxFileBytes < 0 || c.WatchRetryInitial < 0 || c.WatchRetryMax < 0 {
-		return nil, fmt.Errorf("file source: negative setting: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("file: negative setting: %w", podconfig.ErrInvalidConfig)
 	}
 	c.Path = filepath.Clean(c.Path)
 	if c.CheckFrequency == 0 {
@@ -429,13 +431,13 @@ func (s *Source) decode(name string, data []byte) (*v1.Pod, error) {
 	if err := ms[0].Prepare(staticpod.Origin{Source: podutil.FileSource, Location: name, NodeName: s.c.NodeName}); err != nil {
 		return nil, err
 	}
-	podconfig.WarnFields(s.c.Recorder, s.c.Log, ms[0].Pod, name, ms[0].Warnings)
+	fieldwarn.Record(s.c.Recorder, s.c.Log, ms[0].Pod, name, ms[0].Warnings)
 	return ms[0].Pod, nil
 }
 
 func (s *Source) report(name string, err error) {
 	s.c.Log.Error(err, "Could not process manifest file", "path", name)
-	if evErr := podconfig.SafeEventf(s.c.Recorder, s.node, v1.EventTypeWarning, podconfig.ReasonFailedValidation,
+	if evErr := safeevent.Eventf(s.c.Recorder, s.node, v1.EventTypeWarning, podconfig.ReasonFailedValidation,
 		"Could not process manifest file %s: %v", name, err); evErr != nil {
 		s.c.Log.Error(evErr, "Recording event")
 	}

@@ -15,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/safeevent"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podconfig/internal/fieldwarn"
 	"github.com/nodekit/nodekit/podconfig/staticpod"
 	"github.com/nodekit/nodekit/podutil"
 )
@@ -23,9 +25,9 @@ import (
 // Errors of a poll, wrapped with detail.
 var (
 	// ErrStatus: the server answered other than 200 OK.
-	ErrStatus = errors.New("unexpected HTTP status")
+	ErrStatus = errors.New("manifesturl: unexpected HTTP status")
 	// ErrBodyTooLarge: the body exceeds Config.MaxBodyBytes.
-	ErrBodyTooLarge = errors.New("manifest body too large")
+	ErrBodyTooLarge = errors.New("manifesturl: manifest body too large")
 )
 
 // Doer sends an HTTP request; *http.Client is one.
@@ -74,13 +76,13 @@ type Source struct {
 func New(c Config) (*Source, error) {
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("manifest URL source: URL %q is not an http(s) URL: %w", c.URL, podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("manifesturl: URL %q is not an http(s) URL: %w", c.URL, podconfig.ErrInvalidConfig)
 	}
 	if c.NodeName == "" {
-		return nil, fmt.Errorf("manifest URL source: NodeName is required: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("manifesturl: NodeName is required: %w", podconfig.ErrInvalidConfig)
 	}
 	if c.CheckFrequency < 0 || c.Timeout < 0 || c.MaxBodyBytes < 0 {
-		return nil, fmt.Errorf("manifest URL source: negative setting: %w", podconfig.ErrInvalidConfig)
+		return nil, fmt.Errorf("manifesturl: negative setting: %w", podconfig.ErrInvalidConfig)
 	}
 	if c.CheckFrequency == 0 {
 		c.CheckFrequency = 20 * time.Second
@@ -159,7 +161,7 @@ func (s *Source) poll(ctx context.Context, updates chan<- podconfig.PodUpdate) e
 	s.last = data
 	pods, err := s.decode(data)
 	if err != nil {
-		if evErr := podconfig.SafeEventf(s.c.Recorder, s.node, v1.EventTypeWarning, podconfig.ReasonFailedValidation,
+		if evErr := safeevent.Eventf(s.c.Recorder, s.node, v1.EventTypeWarning, podconfig.ReasonFailedValidation,
 			"Error validating manifest from %s: %v", s.c.URL, err); evErr != nil {
 			s.c.Log.Error(evErr, "Recording event")
 		}
@@ -183,7 +185,7 @@ func (s *Source) decode(data []byte) ([]*v1.Pod, error) {
 		pods[i] = m.Pod
 	}
 	for _, m := range ms {
-		podconfig.WarnFields(s.c.Recorder, s.c.Log, m.Pod, s.c.URL, m.Warnings)
+		fieldwarn.Record(s.c.Recorder, s.c.Log, m.Pod, s.c.URL, m.Warnings)
 	}
 	return pods, nil
 }

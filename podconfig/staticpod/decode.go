@@ -13,9 +13,9 @@ import (
 // Errors, wrapped with detail; branch with errors.Is.
 var (
 	// ErrDecode: the manifest is not a v1 Pod (or PodList where allowed).
-	ErrDecode = errors.New("cannot decode manifest")
+	ErrDecode = errors.New("staticpod: cannot decode manifest")
 	// ErrInvalid: the pod decoded but may not run as a static pod.
-	ErrInvalid = errors.New("invalid static pod")
+	ErrInvalid = errors.New("staticpod: invalid static pod")
 )
 
 // Decode parses one YAML or JSON document holding a v1 Pod, or, if allowList,

@@ -34,7 +34,7 @@ const (
 // ErrNotFound is returned (wrapped, with a NotFound() method as
 // virtual-kubelet's errdefs.NotFound has) for a pod the provider does not
 // have.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = errors.New("providertest: not found")
 
 type notFoundError struct{ error }
 

@@ -26,7 +26,7 @@ import (
 
 // ErrRuntimeUnavailable is returned by New when the runtime does not answer
 // at its endpoint. The caller may retry later.
-var ErrRuntimeUnavailable = errors.New("container runtime is not answering")
+var ErrRuntimeUnavailable = errors.New("cri: container runtime is not answering")
 
 // Config configures a Manager. Only Endpoint is required.
 type Config struct {

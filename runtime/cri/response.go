@@ -10,7 +10,7 @@ import (
 // ErrMalformedResponse is wrapped by the error of a call whose answer lacks
 // what the CRI requires, as the kubelet's remote runtime refuses them:
 // acting on a status without a name would start a second container.
-var ErrMalformedResponse = errors.New("malformed response from the container runtime")
+var ErrMalformedResponse = errors.New("cri: malformed response from the container runtime")
 
 // verifyContainerStatus checks what the kubelet's verifyContainerStatus
 // checks, but ImageRef, which the upstream fake leaves empty.

@@ -19,7 +19,7 @@ import (
 
 // ErrInjected is wrapped by every error the fault injection produces, so a
 // test tells injected failures from real ones with errors.Is.
-var ErrInjected = errors.New("injected fault")
+var ErrInjected = errors.New("fake: injected fault")
 
 // Config configures a Runtime. The zero Config is valid.
 type Config struct {

@@ -1,6 +1,13 @@
-package runtime
+// Package runtimestate tracks what a node agent knows of its runtime's
+// health (the kubelet's runtime state), shared by the agent and the node
+// controller.
+package runtimestate
 
-import "time"
+import (
+	"time"
+
+	"github.com/nodekit/nodekit/runtime"
+)
 
 // State is what a node agent knows of its runtime's health, as the
 // kubelet's runtime state: the runtime's last answer to Status, and when it
@@ -12,24 +19,24 @@ type State struct {
 	// DownAfter is how long without a ready answer makes the runtime down.
 	DownAfter time.Duration
 
-	last    *RuntimeStatus
+	last    *runtime.RuntimeStatus
 	readyAt time.Time
 }
 
 // Observe records an answer to Status at now; a failed call (err, or no
 // status) is ignored.
-func (s *State) Observe(st *RuntimeStatus, err error, now time.Time) {
+func (s *State) Observe(st *runtime.RuntimeStatus, err error, now time.Time) {
 	if err != nil || st == nil {
 		return
 	}
 	s.last = st
-	if rc := st.Condition(RuntimeReady); rc != nil && rc.Status {
+	if rc := st.Condition(runtime.RuntimeReady); rc != nil && rc.Status {
 		s.readyAt = now
 	}
 }
 
 // Last returns the last answer, nil before the first.
-func (s *State) Last() *RuntimeStatus { return s.last }
+func (s *State) Last() *runtime.RuntimeStatus { return s.last }
 
 // NeverReady reports whether the runtime has not answered ready yet.
 func (s *State) NeverReady() bool { return s.readyAt.IsZero() }

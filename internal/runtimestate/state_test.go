@@ -1,4 +1,4 @@
-package runtime_test
+package runtimestate_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/nodekit/nodekit/internal/runtimestate"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -16,7 +17,7 @@ func TestStateLeavesTheLastAnswerStanding(t *testing.T) {
 	ready := &runtime.RuntimeStatus{Conditions: []runtime.RuntimeCondition{{Type: runtime.RuntimeReady, Status: true}}}
 	notReady := &runtime.RuntimeStatus{Conditions: []runtime.RuntimeCondition{{Type: runtime.RuntimeReady, Status: false}}}
 	fail := errors.New("unavailable")
-	s := runtime.State{DownAfter: 30 * time.Second}
+	s := runtimestate.State{DownAfter: 30 * time.Second}
 	assert.True(t, s.NeverReady())
 	assert.True(t, s.Down(t0), "down before a first ready answer")
 	assert.Nil(t, s.Last())

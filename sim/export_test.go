@@ -1,0 +1,4 @@
+package sim
+
+// AnnotationBehavior exposes annotationBehavior to the external tests.
+var AnnotationBehavior = annotationBehavior
