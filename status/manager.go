@@ -119,7 +119,10 @@ type Manager struct {
 	// apiVersions is the last version of each status the apiserver has, by
 	// the UID of the pod in the apiserver (the mirror's for static pods).
 	apiVersions map[types.UID]uint64
-	nodeUID     types.UID
+	// apiPods is the apiserver's answer to the last status patch of each
+	// pod, the base of its next patch (see syncPodOnce).
+	apiPods map[types.UID]*v1.Pod
+	nodeUID types.UID
 }
 
 type versionedStatus struct {
@@ -169,6 +172,7 @@ func NewManager(c Config) (*Manager, error) {
 		mirrors:         map[types.UID]mirrorRef{},
 		statics:         map[types.UID]types.UID{},
 		apiVersions:     map[types.UID]uint64{},
+		apiPods:         map[types.UID]*v1.Pod{},
 	}, nil
 }
 

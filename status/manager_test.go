@@ -136,7 +136,80 @@ func TestStatusIsPatchedOncePerChange(t *testing.T) {
 	st.Message = "changed"
 	m.SetPodStatus(pod, st)
 	m.Sync(ctx)
-	assert.Equal(t, []string{"get", "patch"}, verbs(f), "changed status")
+	assert.Equal(t, []string{"patch"}, verbs(f), "changed status: patched on the last patch's answer, without a read")
+	stored, _ = f.Pod("ns", "p")
+	assert.Equal(t, "changed", stored.Status.Message)
+}
+
+// A running pod's later patches build on the apiserver's answer to the
+// previous one; a patch that finds the pod recreated, deleted or finished
+// reads the pod first, and a condition another writer set stays.
+func TestLaterPatchesNeedNoRead(t *testing.T) {
+	ctx := context.Background()
+	message := func(msg string) v1.PodStatus {
+		st := runningStatus("cri://a")
+		st.Message = msg
+		return st
+	}
+	for _, tc := range []struct {
+		name string
+		// between changes the apiserver's pod after the first sync.
+		between func(f *statustest.Fake, pod *v1.Pod)
+		next    v1.PodStatus
+		verbs   []string
+		check   func(t *testing.T, f *statustest.Fake)
+	}{
+		{"running pod: patch only", func(*statustest.Fake, *v1.Pod) {}, message("two"), []string{"patch"},
+			func(t *testing.T, f *statustest.Fake) {
+				p, _ := f.Pod("ns", "p")
+				assert.Equal(t, "two", p.Status.Message)
+			}},
+		{"another writer's condition stays", func(f *statustest.Fake, _ *v1.Pod) {
+			p, _ := f.Pod("ns", "p")
+			p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue})
+			f.Add(p)
+		}, message("two"), []string{"patch"},
+			func(t *testing.T, f *statustest.Fake) {
+				p, _ := f.Pod("ns", "p")
+				assert.Equal(t, "two", p.Status.Message)
+				var types []v1.PodConditionType
+				for _, c := range p.Status.Conditions {
+					types = append(types, c.Type)
+				}
+				assert.Contains(t, types, v1.PodConditionType("example.com/gate"))
+			}},
+		{"recreated pod: the UID precondition fails, the read finds it is another pod", func(f *statustest.Fake, pod *v1.Pod) {
+			p := pod.DeepCopy()
+			p.UID = "uid2"
+			f.Add(p)
+		}, message("two"), []string{"patch", "get"},
+			func(t *testing.T, f *statustest.Fake) {
+				p, _ := f.Pod("ns", "p")
+				assert.Empty(t, p.Status.Message, "the new pod's status is not ours")
+			}},
+		{"deleted pod: nothing more", func(f *statustest.Fake, pod *v1.Pod) { f.Remove("ns", "p") }, message("two"),
+			[]string{"patch", "get"}, func(*testing.T, *statustest.Fake) {}},
+		{"terminal status: read first", func(*statustest.Fake, *v1.Pod) {}, v1.PodStatus{Phase: v1.PodSucceeded},
+			[]string{"get", "patch"}, func(t *testing.T, f *statustest.Fake) {
+				p, _ := f.Pod("ns", "p")
+				assert.Equal(t, v1.PodSucceeded, p.Status.Phase)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod("p", "uid1")
+			f := statustest.New(pod)
+			m, _ := newManager(t, f, nil)
+			m.SetPodStatus(pod, message("one"))
+			m.Sync(ctx)
+			require.Equal(t, []string{"get", "patch"}, verbs(f), "first write reads the pod")
+			tc.between(f, pod)
+			f.ClearActions()
+			m.SetPodStatus(pod, tc.next)
+			m.Sync(ctx)
+			assert.Equal(t, tc.verbs, verbs(f))
+			tc.check(t, f)
+		})
+	}
 }
 
 func TestStaleUpdates(t *testing.T) {

@@ -44,6 +44,11 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 			}
 			delete(m.apiVersions, uid)
 		}
+		for uid := range m.apiPods {
+			if _, ok := m.statuses[uid]; !ok {
+				delete(m.apiPods, uid)
+			}
+		}
 	}
 	for uid, vs := range m.statuses {
 		apiUID := uid
@@ -109,8 +114,13 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 	client := m.client(pod.Namespace)
 	static := podutil.IsStaticPod(pod)
 
-	api, err := client.Get(ctx, pod.Name, metav1.GetOptions{})
+	api, known := m.knownAPIPod(uid, vs)
+	var err error
+	if !known {
+		api, err = client.Get(ctx, pod.Name, metav1.GetOptions{})
+	}
 	switch {
+	case known:
 	case apierrors.IsNotFound(err):
 		if !static {
 			// Its status is dropped by RemoveOrphanedStatuses.
@@ -163,9 +173,18 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 		m.log.V(3).Info("Patching pod status", "pod", podRef(pod), "version", vs.version, "patch", string(patch))
 		np, err := client.Patch(ctx, api.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 		if err != nil {
+			// The next attempt reads the pod: it may be gone, recreated
+			// (the patch's UID precondition answers Conflict) or changed.
+			delete(m.apiPods, uid)
+			if known && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)) {
+				return m.syncPodOnce(ctx, uid, vs) // reads the pod now
+			}
 			return err
 		}
 		api = np
+	}
+	if !static {
+		m.apiPods[uid] = api
 	}
 	// A held-back terminal phase is not acknowledged, so that the periodic
 	// reconcile sends it once the containers are gone.
@@ -174,6 +193,7 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 	}
 
 	if m.canBeDeleted(api, vs, delay) {
+		delete(m.apiPods, uid)
 		if err := m.deletePod(ctx, client, api.Name, api.UID); err != nil {
 			return err
 		}
@@ -185,6 +205,26 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 		m.mu.Unlock()
 	}
 	return nil
+}
+
+// knownAPIPod returns the apiserver's pod as the last status patch of uid
+// left it, if the next patch may build on it without reading the pod: the
+// upstream kubelet reads the pod before every patch, but a running pod's
+// patch needs no read. The patch carries the pod's UID as a precondition
+// (a recreated pod answers Conflict, a deleted one NotFound, and the next
+// attempt reads), it is a strategic merge that leaves alone the conditions
+// other writers own, and the kubelet is the only writer of the rest of the
+// status. A read stays where the apiserver's current pod decides something:
+// the first write (the base of the patch), static pods (their mirror pod),
+// and terminal or deleted pods (the held-back phase and the deletion look
+// at the apiserver's phase and deletionTimestamp).
+func (m *Manager) knownAPIPod(uid types.UID, vs *versionedStatus) (*v1.Pod, bool) {
+	api, ok := m.apiPods[uid]
+	if !ok || api.UID != uid || vs.finished || isTerminalPhase(vs.status.Phase) ||
+		vs.pod.DeletionTimestamp != nil || api.DeletionTimestamp != nil || podutil.IsStaticPod(vs.pod) {
+		return nil, false
+	}
+	return api, true
 }
 
 // canBeDeleted: the pod is being deleted, the apiserver shows it terminal,
