@@ -3,7 +3,9 @@ package status_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	goruntime "runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,6 +106,57 @@ func patchOf(t *testing.T, a statustest.Action) map[string]any {
 func TestNewManagerRejectsBadConfig(t *testing.T) {
 	_, err := status.NewManager(status.Config{SyncPeriod: -time.Second})
 	require.ErrorIs(t, err, status.ErrInvalidConfig)
+	_, err = status.NewManager(status.Config{SyncWorkers: -1})
+	require.ErrorIs(t, err, status.ErrInvalidConfig)
+}
+
+// barrierClient holds every Get until n are in flight at once.
+type barrierClient struct {
+	*statustest.PodClient
+	n       int
+	mu      *sync.Mutex
+	waiting *int
+	all     chan struct{}
+}
+
+func (c barrierClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Pod, error) {
+	c.mu.Lock()
+	if *c.waiting++; *c.waiting == c.n {
+		close(c.all)
+	}
+	c.mu.Unlock()
+	select {
+	case <-c.all:
+	case <-time.After(5 * time.Second):
+		return nil, fmt.Errorf("%s: fewer than %d reads at once", name, c.n)
+	}
+	return c.PodClient.Get(ctx, name, opts)
+}
+
+// SyncWorkers pods are synced at once: each Get waits until all are in
+// flight, which one-at-a-time syncing never reaches.
+func TestSyncWorkersSyncPodsAtOnce(t *testing.T) {
+	const n = 4
+	var pods []*v1.Pod
+	for i := range n {
+		pods = append(pods, testPod(fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid%d", i))))
+	}
+	f := statustest.New(pods...)
+	var mu sync.Mutex
+	waiting := 0
+	all := make(chan struct{})
+	m, _ := newManager(t, f, func(c *status.Config) {
+		c.SyncWorkers = n
+		c.PodClient = func(ns string) status.PodClient { return barrierClient{f.Pods(ns), n, &mu, &waiting, all} }
+	})
+	for _, p := range pods {
+		m.SetPodStatus(p, runningStatus("cri://"+p.Name))
+	}
+	m.Sync(context.Background())
+	for _, p := range pods {
+		stored, _ := f.Pod("ns", p.Name)
+		assert.Equal(t, v1.PodRunning, stored.Status.Phase, p.Name)
+	}
 }
 
 func TestStatusIsPatchedOncePerChange(t *testing.T) {

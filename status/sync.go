@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +34,7 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 
 	var todo []podSync
 	m.mu.Lock()
+	m.apiMu.Lock()
 	orphans := m.orphans
 	m.orphans = nil
 	if all {
@@ -68,18 +71,46 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 		}
 		todo = append(todo, podSync{uid, vs})
 	}
+	m.apiMu.Unlock()
 	m.mu.Unlock()
 
 	for _, o := range orphans {
 		m.deleteOrphan(ctx, o)
 	}
-	for _, s := range todo {
-		if ctx.Err() != nil {
-			break
-		}
-		m.syncPod(ctx, s.uid, s.vs)
-	}
+	m.syncAll(ctx, todo)
 	return len(todo)
+}
+
+// syncAll syncs todo's pods, SyncWorkers at a time: each pod's sync is a
+// round trip or two to the apiserver, and one after the other they add up
+// when many pods start at once.
+func (m *Manager) syncAll(ctx context.Context, todo []podSync) {
+	workers := min(m.syncWorkers, len(todo))
+	if workers <= 1 {
+		for _, s := range todo {
+			if ctx.Err() != nil {
+				return
+			}
+			m.syncPod(ctx, s.uid, s.vs)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(workers)
+	for range workers {
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(todo) || ctx.Err() != nil {
+					return
+				}
+				m.syncPod(ctx, todo[i].uid, todo[i].vs)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // syncPod syncs one status, retrying conflicts with back-off. A panic in
@@ -132,7 +163,7 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 		}
 		if api == nil {
 			// No mirror is wanted: nothing to send until the next change.
-			m.apiVersions[uid] = vs.version
+			m.acknowledge(uid, vs.version)
 			return nil
 		}
 	case err != nil:
@@ -175,7 +206,7 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 		if err != nil {
 			// The next attempt reads the pod: it may be gone, recreated
 			// (the patch's UID precondition answers Conflict) or changed.
-			delete(m.apiPods, uid)
+			m.setAPIPod(uid, nil)
 			if known && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)) {
 				return m.syncPodOnce(ctx, uid, vs) // reads the pod now
 			}
@@ -184,16 +215,16 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 		api = np
 	}
 	if !static {
-		m.apiPods[uid] = api
+		m.setAPIPod(uid, api)
 	}
 	// A held-back terminal phase is not acknowledged, so that the periodic
 	// reconcile sends it once the containers are gone.
 	if !(isTerminalPhase(vs.status.Phase) && !isTerminalPhase(api.Status.Phase)) {
-		m.apiVersions[api.UID] = vs.version
+		m.acknowledge(api.UID, vs.version)
 	}
 
 	if m.canBeDeleted(api, vs, delay) {
-		delete(m.apiPods, uid)
+		m.setAPIPod(uid, nil)
 		if err := m.deletePod(ctx, client, api.Name, api.UID); err != nil {
 			return err
 		}
@@ -219,12 +250,33 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 // and terminal or deleted pods (the held-back phase and the deletion look
 // at the apiserver's phase and deletionTimestamp).
 func (m *Manager) knownAPIPod(uid types.UID, vs *versionedStatus) (*v1.Pod, bool) {
+	m.apiMu.Lock()
 	api, ok := m.apiPods[uid]
+	m.apiMu.Unlock()
 	if !ok || api.UID != uid || vs.finished || isTerminalPhase(vs.status.Phase) ||
 		vs.pod.DeletionTimestamp != nil || api.DeletionTimestamp != nil || podutil.IsStaticPod(vs.pod) {
 		return nil, false
 	}
 	return api, true
+}
+
+// setAPIPod records the apiserver's pod after a patch; nil forgets it.
+func (m *Manager) setAPIPod(uid types.UID, api *v1.Pod) {
+	m.apiMu.Lock()
+	defer m.apiMu.Unlock()
+	if api == nil {
+		delete(m.apiPods, uid)
+	} else {
+		m.apiPods[uid] = api
+	}
+}
+
+// acknowledge records that the apiserver has version of the status of the
+// pod with uid there.
+func (m *Manager) acknowledge(uid types.UID, version uint64) {
+	m.apiMu.Lock()
+	defer m.apiMu.Unlock()
+	m.apiVersions[uid] = version
 }
 
 // canBeDeleted: the pod is being deleted, the apiserver shows it terminal,
@@ -299,8 +351,11 @@ func (m *Manager) createMirror(ctx context.Context, client PodClient, vs *versio
 }
 
 func (m *Manager) getNodeUID(ctx context.Context) (types.UID, error) {
-	if m.nodeUID != "" {
-		return m.nodeUID, nil
+	m.apiMu.Lock()
+	known := m.nodeUID
+	m.apiMu.Unlock()
+	if known != "" {
+		return known, nil
 	}
 	node, err := m.nodes.Get(ctx, m.nodeName, metav1.GetOptions{})
 	if err != nil {
@@ -309,7 +364,9 @@ func (m *Manager) getNodeUID(ctx context.Context) (types.UID, error) {
 	if node.UID == "" {
 		return "", fmt.Errorf("node %q has no UID", m.nodeName)
 	}
+	m.apiMu.Lock()
 	m.nodeUID = node.UID
+	m.apiMu.Unlock()
 	return node.UID, nil
 }
 
