@@ -154,7 +154,7 @@ func New(c Config) (*Agent, error) {
 	}
 	a.workers, err = podworkers.New(podworkers.Config{
 		Syncer:         (*syncer)(a),
-		Cache:          a.cache,
+		Cache:          ownerCache{a.cache, a},
 		WorkQueue:      a.queue,
 		ResyncInterval: c.SyncFrequency,
 		BackOff:        c.SyncErrorBackOff,
