@@ -36,7 +36,6 @@ type runningClock struct {
 // agent is subscribed to the provider and its loops are going.
 const warmName = "warm"
 
-
 type timedClient struct {
 	*statustest.PodClient
 	rc *runningClock
