@@ -91,6 +91,7 @@ func BenchmarkToRunning(b *testing.B) {
 				pods := make([]*v1.Pod, n)
 				for j := range pods {
 					pods[j] = testPod(fmt.Sprintf("r%d-p%04d", i, j))
+					pods[j].ResourceVersion = "1" // as the apiserver delivers them
 				}
 				rc := &runningClock{Fake: statustest.New(append(pods, warm)...), running: map[string]time.Time{},
 					warm: make(chan struct{}), all: make(chan struct{}), n: n}

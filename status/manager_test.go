@@ -110,6 +110,30 @@ func TestNewManagerRejectsBadConfig(t *testing.T) {
 	require.ErrorIs(t, err, status.ErrInvalidConfig)
 }
 
+// A pod as the apiserver delivered it (with a resourceVersion) is the base
+// of its first patch; one from elsewhere is read first.
+func TestFirstPatchOfAnAPIServerPodNeedsNoRead(t *testing.T) {
+	for _, tc := range []struct {
+		name, resourceVersion string
+		verbs                 []string
+	}{
+		{"from the apiserver", "7", []string{"patch"}},
+		{"without a resourceVersion", "", []string{"get", "patch"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod("p", "uid1")
+			f := statustest.New(pod)
+			pod.ResourceVersion = tc.resourceVersion
+			m, _ := newManager(t, f, nil)
+			m.SetPodStatus(pod, runningStatus("cri://a"))
+			m.Sync(context.Background())
+			assert.Equal(t, tc.verbs, verbs(f))
+			stored, _ := f.Pod("ns", "p")
+			assert.Equal(t, v1.PodRunning, stored.Status.Phase)
+		})
+	}
+}
+
 // barrierClient holds every Get until n are in flight at once.
 type barrierClient struct {
 	*statustest.PodClient

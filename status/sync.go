@@ -238,23 +238,29 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 	return nil
 }
 
-// knownAPIPod returns the apiserver's pod as the last status patch of uid
-// left it, if the next patch may build on it without reading the pod: the
-// upstream kubelet reads the pod before every patch, but a running pod's
-// patch needs no read. The patch carries the pod's UID as a precondition
-// (a recreated pod answers Conflict, a deleted one NotFound, and the next
-// attempt reads), it is a strategic merge that leaves alone the conditions
-// other writers own, and the kubelet is the only writer of the rest of the
-// status. A read stays where the apiserver's current pod decides something:
-// the first write (the base of the patch), static pods (their mirror pod),
-// and terminal or deleted pods (the held-back phase and the deletion look
-// at the apiserver's phase and deletionTimestamp).
+// knownAPIPod returns the apiserver's pod as the next patch of uid may
+// build on it without reading the pod: the answer to the pod's last status
+// patch or, before its first, the pod as the apiserver delivered it (it has
+// a resourceVersion). The upstream kubelet reads the pod before every
+// patch; a running pod's patch needs no read. The patch carries the pod's
+// UID as a precondition (a recreated pod answers Conflict, a deleted one
+// NotFound, and the next attempt reads), it is a strategic merge that
+// leaves alone the conditions other writers own, and the kubelet is the
+// only writer of the rest of the status. A read stays where the
+// apiserver's current pod decides something: static pods (their mirror
+// pod), and terminal or deleted pods (the held-back phase and the deletion
+// look at the apiserver's phase and deletionTimestamp).
 func (m *Manager) knownAPIPod(uid types.UID, vs *versionedStatus) (*v1.Pod, bool) {
+	if vs.finished || isTerminalPhase(vs.status.Phase) || vs.pod.DeletionTimestamp != nil || podutil.IsStaticPod(vs.pod) {
+		return nil, false
+	}
 	m.apiMu.Lock()
 	api, ok := m.apiPods[uid]
 	m.apiMu.Unlock()
-	if !ok || api.UID != uid || vs.finished || isTerminalPhase(vs.status.Phase) ||
-		vs.pod.DeletionTimestamp != nil || api.DeletionTimestamp != nil || podutil.IsStaticPod(vs.pod) {
+	switch {
+	case !ok && vs.pod.ResourceVersion != "" && vs.pod.UID == uid:
+		return vs.pod, true
+	case !ok || api.UID != uid || api.DeletionTimestamp != nil:
 		return nil, false
 	}
 	return api, true
