@@ -50,10 +50,13 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 	// status is read right after, so that the pod's first write is the
 	// status the provider gives it (Running for an instant provider), not
 	// a Pending written just before, one apiserver write per pod.
+	synced := false // the runtime's SyncPod ran
 	if a.owner && (rs == nil || rs.APIStatus == nil) {
 		defer func() {
-			if fresh, err := a.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil && fresh.APIStatus != nil {
-				st = a.generate(pod, fresh, false)
+			if synced {
+				if fresh, err := a.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil && fresh.APIStatus != nil {
+					st = a.generate(pod, fresh, false)
+				}
 			}
 			a.setStatus(pod, st)
 		}()
@@ -80,6 +83,7 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 	}
 	rs = a.markStartupPending(pod, rs)
 	res := a.cfg.Runtime.SyncPod(ctx, pod, rs, a.pullSecrets(ctx, pod), a.backoff)
+	synced = true
 	if a.metrics != nil {
 		a.metrics.syncResult(pod, &res)
 	}
