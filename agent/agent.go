@@ -155,7 +155,7 @@ func New(c Config) (*Agent, error) {
 	}
 	a.workers, err = podworkers.New(podworkers.Config{
 		Syncer:         (*syncer)(a),
-		Cache:          a.cache,
+		Cache:          ownerCache{a.cache, a},
 		ResyncQueue:    a.queue,
 		ResyncInterval: c.SyncFrequency,
 		BackOff:        c.SyncErrorBackOff,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podutil"
@@ -27,7 +28,8 @@ func (a *Agent) setupStatusOwner() error {
 	// called by CreatePod), so the change is older than the sync and the
 	// worker's next sync waits for the cache to be declared current. The
 	// runtime's memory is the truth and every change is an event, so the
-	// cache is current whenever no event is pending: declare it often.
+	// cache is current whenever no event is pending: a waiting worker asks
+	// for it (ownerCache), and it is declared often besides.
 	e, err := pleg.NewEvented(pleg.EventedConfig{Generic: a.pleg, Events: o, Registerer: a.cfg.Registerer,
 		StreamingRelistPeriod: a.cfg.StreamingRelistPeriod, CacheUpdatePeriod: ownerCacheUpdatePeriod, Lossless: true})
 	if err != nil {
@@ -35,6 +37,23 @@ func (a *Agent) setupStatusOwner() error {
 	}
 	a.owner, a.evented = true, e
 	return nil
+}
+
+// ownerCache is the pod workers' cache. On a status owner, a worker about
+// to wait for status newer than its last sync asks the evented PLEG to
+// declare the cache current once the events already sent are handled: the
+// sync's own change (a provider's NotifyPods from CreatePod) reaches the
+// next sync at once, not after ownerCacheUpdatePeriod.
+type ownerCache struct {
+	runtime.Cache
+	a *Agent
+}
+
+func (c ownerCache) GetNewerThan(ctx context.Context, uid types.UID, minTime time.Time) (*runtime.PodStatus, error) {
+	if c.a.owner {
+		c.a.evented.RequestCurrent()
+	}
+	return c.Cache.GetNewerThan(ctx, uid, minTime)
 }
 
 // setupEvented puts the evented PLEG over the generic one when the runtime

@@ -41,13 +41,27 @@ func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus, terminal bool) v1.P
 func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v1.Pod, rs *runtime.PodStatus) (bool, error) {
 	a := (*Agent)(s)
 	st := a.generate(pod, rs, false)
-	if a.metrics != nil {
-		old, _ := a.status.SharedPodStatus(pod.UID)
-		a.metrics.statusChanged(pod, old, &st, a.cfg.Clock.Now())
-	}
-	a.status.SetPodStatus(pod, st)
 	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+		a.setStatus(pod, st)
 		return true, nil
+	}
+	// A status owner that does not have the pod yet usually reports it
+	// from within its SyncPod (a provider's CreatePod and NotifyPods): its
+	// status is read right after, so that the pod's first write is the
+	// status the provider gives it (Running for an instant provider), not
+	// a Pending written just before, one apiserver write per pod.
+	synced := false // the runtime's SyncPod ran
+	if a.owner && (rs == nil || rs.APIStatus == nil) {
+		defer func() {
+			if synced {
+				if fresh, err := a.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil && fresh.APIStatus != nil {
+					st = a.generate(pod, fresh, false)
+				}
+			}
+			a.setStatus(pod, st)
+		}()
+	} else {
+		a.setStatus(pod, st)
 	}
 	if err := a.runtimeError(); err != nil {
 		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
@@ -69,6 +83,7 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 	}
 	rs = a.markStartupPending(pod, rs)
 	res := a.cfg.Runtime.SyncPod(ctx, pod, rs, a.pullSecrets(ctx, pod), a.backoff)
+	synced = true
 	if a.metrics != nil {
 		a.metrics.syncResult(pod, &res)
 	}
@@ -83,6 +98,15 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
 	}
 	return false, err
+}
+
+// setStatus hands a pod's new status to the status manager.
+func (a *Agent) setStatus(pod *v1.Pod, st v1.PodStatus) {
+	if a.metrics != nil {
+		old, _ := a.status.SharedPodStatus(pod.UID)
+		a.metrics.statusChanged(pod, old, &st, a.cfg.Clock.Now())
+	}
+	a.status.SetPodStatus(pod, st)
 }
 
 // onlyBackOff reports whether every failed step of res is a back-off.

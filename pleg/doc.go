@@ -48,7 +48,9 @@
 // a CRI runtime drops events for a subscriber that lags and only a relist
 // declares the cache current; with EventedConfig.Lossless (a runtime whose
 // stream drops nothing) it relists slowly (5 min) as a safety net, as the
-// kubelet's. It relists at its normal period while the stream is down until
+// kubelet's, and declares the cache current itself once the pending events
+// are handled: every CacheUpdatePeriod and whenever a pod worker about to
+// wait asks (RequestCurrent). It relists at its normal period while the stream is down until
 // it is opened again, and after a relist that failed or could not inspect
 // a pod (no event may come to refresh what it left stale).
 //

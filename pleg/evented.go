@@ -40,7 +40,7 @@ type EventedConfig struct {
 	// Lossless says the stream never drops an event: a runtime in the
 	// same process whose every change is an event (a status owner, package
 	// provider). The cache is then declared current every CacheUpdatePeriod
-	// while no event is pending, as the kubelet's evented PLEG does.
+	// and on RequestCurrent, once the pending events are handled.
 	//
 	// A CRI runtime drops events for a subscriber that lags (containerd's
 	// and fakecri's channels discard what does not fit), and a cache
@@ -90,6 +90,8 @@ type EventedPLEG struct {
 	period, threshold             time.Duration
 	retry, retryMax, cacheUpdate  time.Duration
 	lossless                      bool
+	// want carries RequestCurrent's requests to the consumer.
+	want chan struct{}
 
 	streaming atomic.Bool
 	running   atomic.Bool
@@ -108,6 +110,7 @@ func NewEvented(c EventedConfig) (*EventedPLEG, error) {
 		events:    c.Events,
 		period:    time.Duration(c.Generic.period.Load()),
 		threshold: time.Duration(c.Generic.threshold.Load()),
+		want:      make(chan struct{}, 1),
 	}
 	for _, f := range []struct {
 		name     string
@@ -241,11 +244,12 @@ var errStreamClosed = errors.New("pleg: container event stream closed")
 // how many it handled.
 func (e *EventedPLEG) consume(ctx context.Context, ch <-chan runtime.ContainerEvent) (int, error) {
 	var tick <-chan time.Time // declares the cache current: Lossless only
+	var want <-chan struct{}
 	var t clock.Timer
 	if e.lossless {
 		t = e.g.clock.NewTimer(e.cacheUpdate)
 		defer t.Stop()
-		tick = t.C()
+		tick, want = t.C(), e.want
 	}
 	n := 0
 	for {
@@ -257,20 +261,59 @@ func (e *EventedPLEG) consume(ctx context.Context, ch <-chan runtime.ContainerEv
 				return n, errStreamClosed
 			}
 			n++
-			if m := e.metrics; m != nil && !ev.CreatedAt.IsZero() {
-				m.latency.Observe(e.g.clock.Since(ev.CreatedAt).Seconds())
+			e.take(ev)
+		case <-want:
+			if err := e.declareCurrent(ch, &n); err != nil {
+				return n, err
 			}
-			e.handle(ev)
 		case <-tick:
-			// Declare the cache current only when no event is pending, or
-			// a waiter could read status older than an event not yet
-			// handled.
-			if len(ch) == 0 {
-				e.g.cache.UpdateTime(e.g.clock.Now())
+			if err := e.declareCurrent(ch, &n); err != nil {
+				return n, err
 			}
 			t.Reset(e.cacheUpdate)
 		}
 	}
+}
+
+// declareCurrent handles the events pending on a lossless stream and then
+// declares the cache current as of before it looked: every event the
+// runtime sent before then was pending, so a waiter can never read status
+// older than an event not yet handled.
+func (e *EventedPLEG) declareCurrent(ch <-chan runtime.ContainerEvent, n *int) error {
+	now := e.g.clock.Now()
+	for len(ch) > 0 {
+		ev, ok := <-ch
+		if !ok {
+			return errStreamClosed
+		}
+		*n++
+		e.take(ev)
+	}
+	e.g.cache.UpdateTime(now)
+	return nil
+}
+
+// RequestCurrent asks, without waiting, that the cache be declared current
+// as soon as the events already sent are handled, for a pod worker about to
+// wait for status newer than its last sync: on a Lossless stream the
+// worker then need not wait for the next CacheUpdatePeriod. Requests
+// coalesce; it does nothing unless Lossless or while the stream is down.
+func (e *EventedPLEG) RequestCurrent() {
+	if !e.lossless {
+		return
+	}
+	select {
+	case e.want <- struct{}{}:
+	default:
+	}
+}
+
+// take handles one event from the stream.
+func (e *EventedPLEG) take(ev runtime.ContainerEvent) {
+	if m := e.metrics; m != nil && !ev.CreatedAt.IsZero() {
+		m.latency.Observe(e.g.clock.Since(ev.CreatedAt).Seconds())
+	}
+	e.handle(ev)
 }
 
 // handle writes the status an event carries to the cache and sends the

@@ -486,3 +486,65 @@ func TestEventedPLEGDeclaresTheCacheCurrentOnlyAfterARelist(t *testing.T) {
 		})
 	}
 }
+
+// chanStream is a stream whose events the test sends.
+type chanStream chan runtime.ContainerEvent
+
+func (c chanStream) WatchContainerEvents(context.Context) (<-chan runtime.ContainerEvent, error) {
+	return c, nil
+}
+
+// TestRequestCurrentWakesAWaiter: a pod worker whose sync made the runtime
+// report a change (a provider's NotifyPods from within CreatePod) waits
+// for status newer than the sync's end; on a lossless stream RequestCurrent
+// declares the cache current once that event is handled, so the worker
+// gets it without waiting for CacheUpdatePeriod (an hour here). A stream
+// that may drop events ignores the request.
+func TestRequestCurrentWakesAWaiter(t *testing.T) {
+	for _, lossless := range []bool{true, false} {
+		t.Run(fmt.Sprintf("lossless=%v", lossless), func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			cache := runtime.NewCache()
+			rt, err := fake.New(fake.Config{Clock: clk})
+			require.NoError(t, err)
+			g, err := New(Config{Runtime: rt, Cache: cache, Clock: clk, RelistPeriod: time.Hour})
+			require.NoError(t, err)
+			stream := make(chanStream, 4)
+			e, err := NewEvented(EventedConfig{Generic: g, Events: stream, Lossless: lossless,
+				CacheUpdatePeriod: time.Hour, StreamingRelistPeriod: time.Hour})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- e.Run(ctx) }()
+			defer func() {
+				cancel()
+				require.NoError(t, recv(t, done, "Run to return"))
+			}()
+			require.Eventually(t, e.Streaming, guard, time.Millisecond)
+
+			const uid = "uid-notified"
+			during := clk.Now()
+			clk.Step(time.Millisecond)
+			synced := clk.Now() // the sync ends after its event
+			clk.Step(time.Millisecond)
+			stream <- runtime.ContainerEvent{ContainerID: runtime.ContainerID{Type: "p", ID: uid}, PodUID: uid,
+				Type: runtime.ContainerStartedEvent, CreatedAt: during,
+				PodStatus: &runtime.PodStatus{ID: uid, Name: "web", Namespace: "default"}}
+			got := make(chan *runtime.PodStatus, 1)
+			go func() {
+				st, err := cache.GetNewerThan(ctx, uid, synced)
+				if err == nil {
+					got <- st
+				}
+			}()
+			e.RequestCurrent()
+			select {
+			case st := <-got:
+				require.True(t, lossless, "a stream that may drop events declared the cache current on request")
+				assert.Equal(t, "web", st.Name, "the event's status")
+			case <-time.After(map[bool]time.Duration{true: guard, false: 200 * time.Millisecond}[lossless]):
+				require.False(t, lossless, "the waiter did not wake")
+			}
+		})
+	}
+}

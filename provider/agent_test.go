@@ -182,3 +182,37 @@ func TestAgentReportsProviderErrors(t *testing.T) {
 	assert.Contains(t, rec.list(), "Warning "+provider.ReasonCreateFailed)
 	assert.Contains(t, rec.list(), "Normal "+provider.ReasonCreateSuccess)
 }
+
+// A pod an instant provider runs goes to Running in the apiserver in one
+// status write and no read (the pod as the apiserver delivered it is the
+// base of the patch): its status is read right after CreatePod, not written
+// Pending first, and its notification reaches the next sync at once.
+func TestOneStatusWriteToRunning(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		handle func(*providertest.Provider) provider.PodLifecycleHandler
+	}{
+		{"with NotifyPods", func(p *providertest.Provider) provider.PodLifecycleHandler {
+			return &providertest.Notifier{Provider: p}
+		}},
+		{"polled", func(p *providertest.Provider) provider.PodLifecycleHandler { return p }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod("web")
+			api := statustest.New(pod)
+			pod.ResourceVersion = "1" // as the apiserver delivers it
+			a := runAgent(t, tc.handle(providertest.New(nil)), api)
+			a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+			eventually(t, "the pod Running in the apiserver", func() bool {
+				st := stored(api, pod)
+				return st != nil && st.Phase == v1.PodRunning
+			})
+			var verbs []string
+			for _, act := range api.Actions() {
+				verbs = append(verbs, act.Verb)
+			}
+			require.Equal(t, []string{statustest.VerbPatch}, verbs[:1])
+			assert.Contains(t, string(api.Actions()[0].Patch), `"phase":"Running"`, "the first write is Running")
+		})
+	}
+}

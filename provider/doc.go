@@ -25,6 +25,10 @@
 //     status: from NotifyPods at once, or for a provider without it from a
 //     poll of GetPodStatus every PollPeriod. The agent streams them with the
 //     evented PLEG; relisting (GetPods from memory) is only the safety net.
+//     A pod's first status write waits for CreatePod and carries what the
+//     provider reports by then (Running for an instant provider: one write
+//     to Running, as virtual-kubelet's), and a notification reaches the
+//     next sync without waiting for a relist or a cache period.
 //   - Stats: a provider's optional GetStatsSummary and GetMetricsResource
 //     (virtual-kubelet's /stats/summary and /metrics/resource handlers)
 //     are Runtime's GetStatsSummary and GetMetricsResource, which the

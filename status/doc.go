@@ -7,7 +7,12 @@
 // statuses with waiting reasons from a ReasonCache, IPs. The Manager caches
 // the latest status of each pod with a version that only grows and syncs
 // changes to the apiserver: one status patch (with the pod's UID as
-// precondition) per real change, none for a no-op. It also deletes finished
+// precondition) per real change, none for a no-op. Unlike the kubelet, which
+// reads the pod before every patch, it reads only where the apiserver's
+// current pod decides something (static pods, terminal and deleted pods,
+// after a failed patch); a running pod's patch builds on the answer to its
+// previous one or, for its first, on the pod as the apiserver delivered it. It syncs
+// Config.SyncWorkers pods at once (the kubelet one). It also deletes finished
 // pods from the apiserver once nothing can run, and keeps mirror pods of
 // static pods.
 //

@@ -69,6 +69,11 @@ type Config struct {
 	// SyncPeriod is how often every status is reconciled with the
 	// apiserver. Default 10s.
 	SyncPeriod time.Duration
+	// SyncWorkers is how many pods' statuses are synced at once. Default
+	// 8: many pods starting together (a virtual node's burst) would
+	// otherwise wait for each other's round trips; the kubelet syncs one at
+	// a time. The pod client's own rate limit still applies.
+	SyncWorkers int
 	// ConflictRetries is how often a sync that met a conflict is retried,
 	// with back-off from 100ms doubling. Default 3; negative: no retry.
 	ConflictRetries int
@@ -81,6 +86,7 @@ type Config struct {
 const (
 	defaultSyncPeriod      = 10 * time.Second
 	defaultConflictRetries = 3
+	defaultSyncWorkers     = 8
 	conflictBackoff        = 100 * time.Millisecond
 	// maxTerminationMessageBytes is shared by a pod's containers, as the
 	// kubelet's MaxPodTerminationMessageLogLength.
@@ -97,6 +103,7 @@ type Manager struct {
 	safety          PodDeletionSafety
 	syncPeriod      time.Duration
 	conflictRetries int
+	syncWorkers     int
 	clock           clock.WithTicker
 	log             logr.Logger
 
@@ -114,12 +121,18 @@ type Manager struct {
 	// lastVersion is the last version handed out.
 	lastVersion uint64
 
-	// syncMu serializes syncs; apiVersions and nodeUID belong to them.
+	// syncMu serializes batches of syncs; a batch syncs different pods at
+	// once, and apiMu guards what they share: apiVersions, apiPods and
+	// nodeUID.
 	syncMu sync.Mutex
+	apiMu  sync.Mutex
 	// apiVersions is the last version of each status the apiserver has, by
 	// the UID of the pod in the apiserver (the mirror's for static pods).
 	apiVersions map[types.UID]uint64
-	nodeUID     types.UID
+	// apiPods is the apiserver's answer to the last status patch of each
+	// pod, the base of its next patch (see syncPodOnce).
+	apiPods map[types.UID]*v1.Pod
+	nodeUID types.UID
 }
 
 type versionedStatus struct {
@@ -144,6 +157,12 @@ func NewManager(c Config) (*Manager, error) {
 	if c.SyncPeriod == 0 {
 		c.SyncPeriod = defaultSyncPeriod
 	}
+	if c.SyncWorkers < 0 {
+		return nil, fmt.Errorf("status: SyncWorkers %d is negative: %w", c.SyncWorkers, ErrInvalidConfig)
+	}
+	if c.SyncWorkers == 0 {
+		c.SyncWorkers = defaultSyncWorkers
+	}
 	if c.ConflictRetries == 0 {
 		c.ConflictRetries = defaultConflictRetries
 	} else if c.ConflictRetries < 0 {
@@ -162,6 +181,7 @@ func NewManager(c Config) (*Manager, error) {
 		safety:          c.DeletionSafety,
 		syncPeriod:      c.SyncPeriod,
 		conflictRetries: c.ConflictRetries,
+		syncWorkers:     c.SyncWorkers,
 		clock:           c.Clock,
 		log:             c.Log,
 		signal:          make(chan struct{}, 1),
@@ -169,6 +189,7 @@ func NewManager(c Config) (*Manager, error) {
 		mirrors:         map[types.UID]mirrorRef{},
 		statics:         map[types.UID]types.UID{},
 		apiVersions:     map[types.UID]uint64{},
+		apiPods:         map[types.UID]*v1.Pod{},
 	}, nil
 }
 

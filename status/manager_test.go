@@ -3,7 +3,9 @@ package status_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	goruntime "runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,6 +106,81 @@ func patchOf(t *testing.T, a statustest.Action) map[string]any {
 func TestNewManagerRejectsBadConfig(t *testing.T) {
 	_, err := status.NewManager(status.Config{SyncPeriod: -time.Second})
 	require.ErrorIs(t, err, status.ErrInvalidConfig)
+	_, err = status.NewManager(status.Config{SyncWorkers: -1})
+	require.ErrorIs(t, err, status.ErrInvalidConfig)
+}
+
+// A pod as the apiserver delivered it (with a resourceVersion) is the base
+// of its first patch; one from elsewhere is read first.
+func TestFirstPatchOfAnAPIServerPodNeedsNoRead(t *testing.T) {
+	for _, tc := range []struct {
+		name, resourceVersion string
+		verbs                 []string
+	}{
+		{"from the apiserver", "7", []string{"patch"}},
+		{"without a resourceVersion", "", []string{"get", "patch"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod("p", "uid1")
+			f := statustest.New(pod)
+			pod.ResourceVersion = tc.resourceVersion
+			m, _ := newManager(t, f, nil)
+			m.SetPodStatus(pod, runningStatus("cri://a"))
+			m.Sync(context.Background())
+			assert.Equal(t, tc.verbs, verbs(f))
+			stored, _ := f.Pod("ns", "p")
+			assert.Equal(t, v1.PodRunning, stored.Status.Phase)
+		})
+	}
+}
+
+// barrierClient holds every Get until n are in flight at once.
+type barrierClient struct {
+	*statustest.PodClient
+	n       int
+	mu      *sync.Mutex
+	waiting *int
+	all     chan struct{}
+}
+
+func (c barrierClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Pod, error) {
+	c.mu.Lock()
+	if *c.waiting++; *c.waiting == c.n {
+		close(c.all)
+	}
+	c.mu.Unlock()
+	select {
+	case <-c.all:
+	case <-time.After(5 * time.Second):
+		return nil, fmt.Errorf("%s: fewer than %d reads at once", name, c.n)
+	}
+	return c.PodClient.Get(ctx, name, opts)
+}
+
+// SyncWorkers pods are synced at once: each Get waits until all are in
+// flight, which one-at-a-time syncing never reaches.
+func TestSyncWorkersSyncPodsAtOnce(t *testing.T) {
+	const n = 4
+	var pods []*v1.Pod
+	for i := range n {
+		pods = append(pods, testPod(fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid%d", i))))
+	}
+	f := statustest.New(pods...)
+	var mu sync.Mutex
+	waiting := 0
+	all := make(chan struct{})
+	m, _ := newManager(t, f, func(c *status.Config) {
+		c.SyncWorkers = n
+		c.PodClient = func(ns string) status.PodClient { return barrierClient{f.Pods(ns), n, &mu, &waiting, all} }
+	})
+	for _, p := range pods {
+		m.SetPodStatus(p, runningStatus("cri://"+p.Name))
+	}
+	m.Sync(context.Background())
+	for _, p := range pods {
+		stored, _ := f.Pod("ns", p.Name)
+		assert.Equal(t, v1.PodRunning, stored.Status.Phase, p.Name)
+	}
 }
 
 func TestStatusIsPatchedOncePerChange(t *testing.T) {
@@ -136,7 +213,80 @@ func TestStatusIsPatchedOncePerChange(t *testing.T) {
 	st.Message = "changed"
 	m.SetPodStatus(pod, st)
 	m.Sync(ctx)
-	assert.Equal(t, []string{"get", "patch"}, verbs(f), "changed status")
+	assert.Equal(t, []string{"patch"}, verbs(f), "changed status: patched on the last patch's answer, without a read")
+	stored, _ = f.Pod("ns", "p")
+	assert.Equal(t, "changed", stored.Status.Message)
+}
+
+// A running pod's later patches build on the apiserver's answer to the
+// previous one; a patch that finds the pod recreated, deleted or finished
+// reads the pod first, and a condition another writer set stays.
+func TestLaterPatchesNeedNoRead(t *testing.T) {
+	ctx := context.Background()
+	message := func(msg string) v1.PodStatus {
+		st := runningStatus("cri://a")
+		st.Message = msg
+		return st
+	}
+	for _, tc := range []struct {
+		name string
+		// between changes the apiserver's pod after the first sync.
+		between func(f *statustest.Fake, pod *v1.Pod)
+		next    v1.PodStatus
+		verbs   []string
+		check   func(t *testing.T, f *statustest.Fake)
+	}{
+		{"running pod: patch only", func(*statustest.Fake, *v1.Pod) {}, message("two"), []string{"patch"},
+			func(t *testing.T, f *statustest.Fake) {
+				p, _ := f.Pod("ns", "p")
+				assert.Equal(t, "two", p.Status.Message)
+			}},
+		{"another writer's condition stays", func(f *statustest.Fake, _ *v1.Pod) {
+			p, _ := f.Pod("ns", "p")
+			p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue})
+			f.Add(p)
+		}, message("two"), []string{"patch"},
+			func(t *testing.T, f *statustest.Fake) {
+				p, _ := f.Pod("ns", "p")
+				assert.Equal(t, "two", p.Status.Message)
+				var types []v1.PodConditionType
+				for _, c := range p.Status.Conditions {
+					types = append(types, c.Type)
+				}
+				assert.Contains(t, types, v1.PodConditionType("example.com/gate"))
+			}},
+		{"recreated pod: the UID precondition fails, the read finds it is another pod", func(f *statustest.Fake, pod *v1.Pod) {
+			p := pod.DeepCopy()
+			p.UID = "uid2"
+			f.Add(p)
+		}, message("two"), []string{"patch", "get"},
+			func(t *testing.T, f *statustest.Fake) {
+				p, _ := f.Pod("ns", "p")
+				assert.Empty(t, p.Status.Message, "the new pod's status is not ours")
+			}},
+		{"deleted pod: nothing more", func(f *statustest.Fake, pod *v1.Pod) { f.Remove("ns", "p") }, message("two"),
+			[]string{"patch", "get"}, func(*testing.T, *statustest.Fake) {}},
+		{"terminal status: read first", func(*statustest.Fake, *v1.Pod) {}, v1.PodStatus{Phase: v1.PodSucceeded},
+			[]string{"get", "patch"}, func(t *testing.T, f *statustest.Fake) {
+				p, _ := f.Pod("ns", "p")
+				assert.Equal(t, v1.PodSucceeded, p.Status.Phase)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod("p", "uid1")
+			f := statustest.New(pod)
+			m, _ := newManager(t, f, nil)
+			m.SetPodStatus(pod, message("one"))
+			m.Sync(ctx)
+			require.Equal(t, []string{"get", "patch"}, verbs(f), "first write reads the pod")
+			tc.between(f, pod)
+			f.ClearActions()
+			m.SetPodStatus(pod, tc.next)
+			m.Sync(ctx)
+			assert.Equal(t, tc.verbs, verbs(f))
+			tc.check(t, f)
+		})
+	}
 }
 
 func TestStaleUpdates(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +34,7 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 
 	var todo []podSync
 	m.mu.Lock()
+	m.apiMu.Lock()
 	orphans := m.orphans
 	m.orphans = nil
 	if all {
@@ -43,6 +46,11 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 				continue
 			}
 			delete(m.apiVersions, uid)
+		}
+		for uid := range m.apiPods {
+			if _, ok := m.statuses[uid]; !ok {
+				delete(m.apiPods, uid)
+			}
 		}
 	}
 	for uid, vs := range m.statuses {
@@ -63,18 +71,46 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 		}
 		todo = append(todo, podSync{uid, vs})
 	}
+	m.apiMu.Unlock()
 	m.mu.Unlock()
 
 	for _, o := range orphans {
 		m.deleteOrphan(ctx, o)
 	}
-	for _, s := range todo {
-		if ctx.Err() != nil {
-			break
-		}
-		m.syncPod(ctx, s.uid, s.vs)
-	}
+	m.syncAll(ctx, todo)
 	return len(todo)
+}
+
+// syncAll syncs todo's pods, SyncWorkers at a time: each pod's sync is a
+// round trip or two to the apiserver, and one after the other they add up
+// when many pods start at once.
+func (m *Manager) syncAll(ctx context.Context, todo []podSync) {
+	workers := min(m.syncWorkers, len(todo))
+	if workers <= 1 {
+		for _, s := range todo {
+			if ctx.Err() != nil {
+				return
+			}
+			m.syncPod(ctx, s.uid, s.vs)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(workers)
+	for range workers {
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(todo) || ctx.Err() != nil {
+					return
+				}
+				m.syncPod(ctx, todo[i].uid, todo[i].vs)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // syncPod syncs one status, retrying conflicts with back-off. A panic in
@@ -109,8 +145,13 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 	client := m.client(pod.Namespace)
 	static := podutil.IsStaticPod(pod)
 
-	api, err := client.Get(ctx, pod.Name, metav1.GetOptions{})
+	api, known := m.knownAPIPod(uid, vs)
+	var err error
+	if !known {
+		api, err = client.Get(ctx, pod.Name, metav1.GetOptions{})
+	}
 	switch {
+	case known:
 	case apierrors.IsNotFound(err):
 		if !static {
 			// Its status is dropped by RemoveOrphanedStatuses.
@@ -122,7 +163,7 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 		}
 		if api == nil {
 			// No mirror is wanted: nothing to send until the next change.
-			m.apiVersions[uid] = vs.version
+			m.acknowledge(uid, vs.version)
 			return nil
 		}
 	case err != nil:
@@ -163,17 +204,27 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 		m.log.V(3).Info("Patching pod status", "pod", podRef(pod), "version", vs.version, "patch", string(patch))
 		np, err := client.Patch(ctx, api.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 		if err != nil {
+			// The next attempt reads the pod: it may be gone, recreated
+			// (the patch's UID precondition answers Conflict) or changed.
+			m.setAPIPod(uid, nil)
+			if known && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)) {
+				return m.syncPodOnce(ctx, uid, vs) // reads the pod now
+			}
 			return err
 		}
 		api = np
 	}
+	if !static {
+		m.setAPIPod(uid, api)
+	}
 	// A held-back terminal phase is not acknowledged, so that the periodic
 	// reconcile sends it once the containers are gone.
 	if !(isTerminalPhase(vs.status.Phase) && !isTerminalPhase(api.Status.Phase)) {
-		m.apiVersions[api.UID] = vs.version
+		m.acknowledge(api.UID, vs.version)
 	}
 
 	if m.canBeDeleted(api, vs, delay) {
+		m.setAPIPod(uid, nil)
 		if err := m.deletePod(ctx, client, api.Name, api.UID); err != nil {
 			return err
 		}
@@ -185,6 +236,53 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 		m.mu.Unlock()
 	}
 	return nil
+}
+
+// knownAPIPod returns the apiserver's pod as the next patch of uid may
+// build on it without reading the pod: the answer to the pod's last status
+// patch or, before its first, the pod as the apiserver delivered it (it has
+// a resourceVersion). The upstream kubelet reads the pod before every
+// patch; a running pod's patch needs no read. The patch carries the pod's
+// UID as a precondition (a recreated pod answers Conflict, a deleted one
+// NotFound, and the next attempt reads), it is a strategic merge that
+// leaves alone the conditions other writers own, and the kubelet is the
+// only writer of the rest of the status. A read stays where the
+// apiserver's current pod decides something: static pods (their mirror
+// pod), and terminal or deleted pods (the held-back phase and the deletion
+// look at the apiserver's phase and deletionTimestamp).
+func (m *Manager) knownAPIPod(uid types.UID, vs *versionedStatus) (*v1.Pod, bool) {
+	if vs.finished || isTerminalPhase(vs.status.Phase) || vs.pod.DeletionTimestamp != nil || podutil.IsStaticPod(vs.pod) {
+		return nil, false
+	}
+	m.apiMu.Lock()
+	api, ok := m.apiPods[uid]
+	m.apiMu.Unlock()
+	switch {
+	case !ok && vs.pod.ResourceVersion != "" && vs.pod.UID == uid:
+		return vs.pod, true
+	case !ok || api.UID != uid || api.DeletionTimestamp != nil:
+		return nil, false
+	}
+	return api, true
+}
+
+// setAPIPod records the apiserver's pod after a patch; nil forgets it.
+func (m *Manager) setAPIPod(uid types.UID, api *v1.Pod) {
+	m.apiMu.Lock()
+	defer m.apiMu.Unlock()
+	if api == nil {
+		delete(m.apiPods, uid)
+	} else {
+		m.apiPods[uid] = api
+	}
+}
+
+// acknowledge records that the apiserver has version of the status of the
+// pod with uid there.
+func (m *Manager) acknowledge(uid types.UID, version uint64) {
+	m.apiMu.Lock()
+	defer m.apiMu.Unlock()
+	m.apiVersions[uid] = version
 }
 
 // canBeDeleted: the pod is being deleted, the apiserver shows it terminal,
@@ -259,8 +357,11 @@ func (m *Manager) createMirror(ctx context.Context, client PodClient, vs *versio
 }
 
 func (m *Manager) getNodeUID(ctx context.Context) (types.UID, error) {
-	if m.nodeUID != "" {
-		return m.nodeUID, nil
+	m.apiMu.Lock()
+	known := m.nodeUID
+	m.apiMu.Unlock()
+	if known != "" {
+		return known, nil
 	}
 	node, err := m.nodes.Get(ctx, m.nodeName, metav1.GetOptions{})
 	if err != nil {
@@ -269,7 +370,9 @@ func (m *Manager) getNodeUID(ctx context.Context) (types.UID, error) {
 	if node.UID == "" {
 		return "", fmt.Errorf("node %q has no UID", m.nodeName)
 	}
+	m.apiMu.Lock()
 	m.nodeUID = node.UID
+	m.apiMu.Unlock()
 	return node.UID, nil
 }
 

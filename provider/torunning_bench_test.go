@@ -1,0 +1,155 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	goruntime "runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/provider"
+	"github.com/nodekit/nodekit/provider/providertest"
+	"github.com/nodekit/nodekit/status"
+	"github.com/nodekit/nodekit/status/statustest"
+)
+
+// runningClock wraps a statustest client and records, per pod, when the
+// first status write that made it Running returned.
+type runningClock struct {
+	*statustest.Fake
+	mu      sync.Mutex
+	running map[string]time.Time
+	warm    chan struct{}
+	all     chan struct{}
+	n       int
+}
+
+// warmName is a pod run before the measured ones: once it is Running, the
+// agent is subscribed to the provider and its loops are going.
+const warmName = "warm"
+
+type timedClient struct {
+	*statustest.PodClient
+	rc *runningClock
+}
+
+// apiDelay is what each apiserver call costs: a real apiserver answers a
+// pod GET or status PATCH in about a millisecond, and the status manager
+// syncs pods one after the other, so calls per pod show in the latency.
+const apiDelay = time.Millisecond
+
+func (c timedClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Pod, error) {
+	time.Sleep(apiDelay)
+	return c.PodClient.Get(ctx, name, opts)
+}
+
+func (c timedClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*v1.Pod, error) {
+	time.Sleep(apiDelay)
+	p, err := c.PodClient.Patch(ctx, name, pt, data, opts, sub...)
+	if err == nil && p.Status.Phase == v1.PodRunning {
+		now := time.Now()
+		c.rc.mu.Lock()
+		if _, ok := c.rc.running[name]; !ok {
+			c.rc.running[name] = now
+			if name == warmName {
+				close(c.rc.warm)
+			} else if len(c.rc.running) == c.rc.n+1 {
+				close(c.rc.all)
+			}
+		}
+		c.rc.mu.Unlock()
+	}
+	return p, err
+}
+
+// BenchmarkToRunning creates N pods at once on an agent over a notifying
+// instant provider (providertest's, as virtual-kubelet's mock) with the
+// status written to an in-memory apiserver, and measures each pod from its
+// creation (the SET on the agent's source) to the status write that made it
+// Running in the apiserver: the path NotifyPods → evented PLEG → pod worker
+// → SyncPod → status manager → PATCH. It reports p50 and p99 of that
+// latency, the wall time to all Running, and the apiserver writes and
+// reads per pod. Every apiserver call takes apiDelay. The sync period and relist are long: nothing may wait on
+// them.
+func BenchmarkToRunning(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			var lat []float64
+			var wall, writes, reads float64
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				warm := testPod(warmName)
+				pods := make([]*v1.Pod, n)
+				for j := range pods {
+					pods[j] = testPod(fmt.Sprintf("r%d-p%04d", i, j))
+					pods[j].ResourceVersion = "1" // as the apiserver delivers them
+				}
+				rc := &runningClock{Fake: statustest.New(append(pods, warm)...), running: map[string]time.Time{},
+					warm: make(chan struct{}), all: make(chan struct{}), n: n}
+				p := providertest.New(nil)
+				rt, err := provider.New(provider.Config{Provider: &providertest.Notifier{Provider: p}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				a, err := agent.New(agent.Config{NodeName: "vk", Runtime: rt, Sources: []string{src}, MaxPods: n + 10,
+					StatusClient: func(ns string) status.PodClient { return timedClient{rc.Pods(ns), rc} },
+					RelistPeriod: time.Minute, RuntimeCheckPeriod: 5 * time.Second, SyncFrequency: time.Minute})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- a.Run(ctx) }()
+				a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{warm}}
+				select {
+				case <-rc.warm:
+				case <-time.After(time.Minute):
+					b.Fatal("the warm-up pod is not Running after a minute")
+				}
+				rc.ClearActions()
+				goruntime.GC()
+				b.StartTimer()
+
+				start := time.Now()
+				a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: append(pods, warm)}
+				select {
+				case <-rc.all:
+				case <-time.After(time.Minute):
+					b.Fatalf("%d of %d pods Running in the apiserver after a minute", len(rc.running), n)
+				}
+				wall += time.Since(start).Seconds()
+
+				b.StopTimer()
+				rc.mu.Lock()
+				for name, t := range rc.running {
+					if name == warmName {
+						continue
+					}
+					lat = append(lat, t.Sub(start).Seconds()*1e3)
+				}
+				rc.mu.Unlock()
+				writes += float64(rc.Count(statustest.VerbPatch))
+				reads += float64(rc.Count(statustest.VerbGet))
+				cancel()
+				<-done
+				b.StartTimer()
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(lat[len(lat)/2], "p50-ms")
+			b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
+			b.ReportMetric(wall/float64(b.N), "s-all-running")
+			b.ReportMetric(writes/float64(b.N*n), "writes/pod")
+			b.ReportMetric(reads/float64(b.N*n), "reads/pod")
+		})
+	}
+}
