@@ -153,9 +153,9 @@ def document(results, focus, skip):
     w(f"- Machine: {meta.get('os', '?')}, kernel {meta.get('kernel', '?')}, {meta.get('cpus', '?')} CPUs "
       f"(shared with other jobs), {meta.get('mem', '?')}, cgroup {meta.get('cgroup', '?')}")
     w(f"- Command: `bash hack/conformance.sh both` (or `nodekit`, `kubelet`): ginkgo with "
-      f"{meta.get('procs', '4')} processes, `--focus='{focus}'`, `--skip='{skip}'`")
+      f"{meta.get('procs', '4')} processes, `--focus='{focus}'`, `--skip` the list below")
     w("- Cluster: etcd, kube-apiserver (token auth, RBAC), kube-controller-manager (serviceaccount, "
-      "serviceaccount-token, namespace, garbage-collector, node-lifecycle, root-ca-certificate-publisher "
+      "serviceaccount-token, namespace, garbage-collector, node-lifecycle, root-ca-certificate-publisher, job "
       "controllers), kube-scheduler, a private containerd with a CNI bridge (hack/containerd.sh). "
       "No kube-proxy, no cluster DNS, no registry.")
     w("")
@@ -187,6 +187,17 @@ def document(results, focus, skip):
     ipath = os.path.join(results, "images.md")
     if os.path.exists(ipath):
         w(open(ipath).read().rstrip("\n"))
+    w("")
+    w("## Skipped (the same for both nodes)")
+    w("")
+    w("| Pattern (ginkgo --skip) | Why |")
+    w("|---|---|")
+    spath = os.path.join(results, "skips")
+    if os.path.exists(spath):
+        for line in open(spath):
+            pat, _, why = line.rstrip("\n").partition("\t")
+            if pat:
+                w(f"| `{escape(pat)}` | {escape(why)} |")
     w("")
     fails = []
     if runs["nodekit"]:
