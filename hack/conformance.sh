@@ -32,7 +32,7 @@ die() { log "$*"; exit 1; }
 
 # ---- builds ----------------------------------------------------------------
 
-build_all() {
+build_all() { # [kubelet|nokubelet]
 	local dir; dir=$(bash "$repo/e2e/hack/servers.sh" build)
 	exec 9>"$dir/.lock"
 	flock 9
@@ -71,7 +71,7 @@ build_all() {
 	CGO=0 build nnp k8s.io/kubernetes/test/images/nonewprivs
 	CGO=0 build ginkgo github.com/onsi/ginkgo/v2/ginkgo
 	build e2e.test k8s.io/kubernetes/test/e2e test
-	build kubelet k8s.io/kubernetes/cmd/kubelet
+	if [ "${1:-kubelet}" = kubelet ]; then build kubelet k8s.io/kubernetes/cmd/kubelet; fi
 	flock -u 9
 	echo "$dir"
 }
@@ -519,14 +519,14 @@ report() { # RESULTS
 	log "wrote docs/conformance.md"
 }
 
-preflight() {
+preflight() { # [kubelet|nokubelet]: what to build
 	[ "$(id -u)" = 0 ] || die "must run as root"
 	command -v openssl >/dev/null || die "openssl not found"
 	command -v curl >/dev/null || die "curl not found"
 	if [ -n "${CONFORMANCE_NO_BUILD:-}" ]; then # use what is built (debugging)
 		CACHE=$(bash "$repo/e2e/hack/servers.sh" dir)
 	else
-		CACHE=$(build_all)
+		CACHE=$(build_all "${1:-kubelet}")
 	fi
 	RESULTS=${CONFORMANCE_RESULTS:-$CACHE/results}
 	mkdir -p "$RESULTS"
@@ -535,7 +535,7 @@ preflight() {
 case "${1:-}" in
 build) build_all ;;
 nodekit | kubelet)
-	preflight
+	preflight "$([ "$1" = kubelet ] && echo kubelet || echo nokubelet)"
 	one_run "$1" "$FOCUS" "$RESULTS"
 	report "$RESULTS"
 	;;
@@ -547,11 +547,11 @@ both)
 	;;
 up)
 	case "${2:-}" in nodekit | kubelet) ;; *) die "usage: $0 up nodekit|kubelet" ;; esac
-	preflight
+	preflight "$([ "$2" = kubelet ] && echo kubelet || echo nokubelet)"
 	one_run "$2" "" "$RESULTS"
 	;;
 smoke)
-	preflight
+	preflight nokubelet
 	out=$(mktemp -d /tmp/nkconf-smoke.XXXXXX)
 	one_run nodekit "$SMOKE_FOCUS" "$out"
 	python3 "$repo/hack/conformance_report.py" --summary "$out" nodekit
