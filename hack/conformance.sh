@@ -412,16 +412,18 @@ should function for node-pod communication: udp	image: the agnhost stand-in has 
 TXT
 )
 SKIP=$(printf '%s\n' "$SKIPS" | cut -f1 | paste -sd'|')
-SMOKE_FOCUS='should be submitted and removed|should get a host IP|should be consumable from pods in volume \[NodeConformance\]|should provide container.s cpu limit|should run with an explicit non-root user ID|should be restarted with a exec "cat /tmp/health" liveness probe'
+# smoke: a few specs nodekit passes, a few minutes; --label-filter keeps
+# them to [NodeConformance].
+SMOKE_FOCUS='Pods should get a host IP|Pods should be submitted and removed|Downward API volume should provide container.s cpu limit|ConfigMap should be consumable from pods in volume \[Conformance\]|runAsNonRoot should run with an explicit non-root user ID|Probing container should be restarted with a exec "cat /tmp/health" liveness probe|Secrets should be consumable from pods in env vars'
 
 run_suite() { # NODE FOCUS OUTDIR
 	local node=$1 focus=$2 out=$3 procs=${CONFORMANCE_PROCS:-4}
 	mkdir -p "$out"
 	local start=$SECONDS
-	echo "$CACHE/ginkgo --procs=$procs --focus='$focus' --skip='$SKIP' --timeout=2h $CACHE/e2e.test -- --kubeconfig=... --provider=skeleton" >"$out/$node.command"
+	echo "$CACHE/ginkgo --procs=$procs --focus='$focus' --skip='\$SKIP' --label-filter=NodeConformance --timeout=2h $CACHE/e2e.test -- --kubeconfig=... --provider=skeleton" >"$out/$node.command"
 	set +e
 	(cd "$out" && KUBECONFIG="$RUN/kubeconfig" "$CACHE/ginkgo" --procs="$procs" --focus="$focus" --skip="$SKIP" \
-		--timeout=2h --no-color --json-report="$node.json" --output-dir="$out" \
+		--label-filter=NodeConformance --timeout=2h --no-color --json-report="$node.json" --output-dir="$out" \
 		"$CACHE/e2e.test" -- --kubeconfig="$RUN/kubeconfig" --provider=skeleton \
 		--report-dir="$RUN/e2e-report" --e2e-output-dir="$RUN/e2e-output" \
 		--allowed-not-ready-nodes=0 --minStartupPods=0 --dump-logs-on-failure=false \
