@@ -3,6 +3,7 @@
 
   conformance_report.py RESULTS FOCUS SKIP     # the document, on stdout
   conformance_report.py --summary DIR NODE     # counts and failures of one run; exit 1 on a failure
+  conformance_report.py --failed DIR NODE      # a ginkgo focus regexp of NODE's tests that did not pass
 
 RESULTS holds, per node (nodekit, kubelet): NODE.json (ginkgo's
 --json-report), NODE.seconds, NODE.command; and meta, images.md.
@@ -136,6 +137,8 @@ def document(results, focus, skip):
         p = os.path.join(results, n + ".seconds")
         secs[n] = int(open(p).read()) if os.path.exists(p) else None
     names = sorted(set().union(*[set(r) for r in runs.values() if r]))
+    # kubelet-recheck: the kubelet ran only the tests nodekit did not pass.
+    recheck = os.path.exists(os.path.join(results, "kubelet.recheck"))
 
     o = []
     w = o.append
@@ -170,7 +173,8 @@ def document(results, focus, skip):
             continue
         p = sum(1 for v in r.values() if v[0] == "passed")
         t = f"{secs[n] // 60}m{secs[n] % 60:02d}s" if secs[n] is not None else "?"
-        w(f"| {n} | {len(r)} | {p} | {len(r) - p} | {t} |")
+        note = " (only the tests nodekit did not pass: `kubelet-recheck`)" if n == "kubelet" and recheck else ""
+        w(f"| {n}{note} | {len(r)} | {p} | {len(r) - p} | {t} |")
     if runs["kubelet"] and runs["nodekit"]:
         both = [x for x in names if runs["kubelet"].get(x, ("",))[0] == "passed"
                 and runs["nodekit"].get(x, ("",))[0] not in ("passed", "")]
@@ -230,7 +234,8 @@ def document(results, focus, skip):
     for x in names:
         k = runs["kubelet"].get(x) if runs["kubelet"] else None
         n = runs["nodekit"].get(x) if runs["nodekit"] else None
-        ks = short(k[0]) if k else ("pending" if runs["kubelet"] is None else "not run")
+        ks = short(k[0]) if k else ("pending" if runs["kubelet"] is None else
+                                    ("not run (passes on nodekit)" if recheck else "not run"))
         ns = short(n[0]) if n else ("pending" if runs["nodekit"] is None else "not run")
         reason = cf = ""
         if n and n[0] != "passed":
@@ -242,7 +247,18 @@ def document(results, focus, skip):
     return "\n".join(o)
 
 
+def failed_focus(results, node):
+    r = load(results, node) or {}
+    names = sorted(n for n, v in r.items() if v[0] != "passed")
+    # Go's regexp.QuoteMeta set.
+    quote = lambda x: re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", x)
+    print("|".join(quote(n) for n in names))
+    return 0 if names else 1
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--failed":
+        sys.exit(failed_focus(sys.argv[2], sys.argv[3]))
     if len(sys.argv) == 4 and sys.argv[1] == "--summary":
         sys.exit(summary(sys.argv[2], sys.argv[3]))
     if len(sys.argv) != 4:
