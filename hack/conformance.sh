@@ -5,6 +5,7 @@
 # containerd, and writes the results side by side into docs/conformance.md.
 #
 #   bash hack/conformance.sh build     # build what is missing, print the cache dir
+#   bash hack/conformance.sh cached    # exit 0 if what smoke needs is built
 #   bash hack/conformance.sh nodekit   # the suite on a kubenode node
 #   bash hack/conformance.sh kubelet   # the suite on the kubelet
 #   bash hack/conformance.sh both      # one after the other, same cluster setup
@@ -537,6 +538,12 @@ preflight() { # [kubelet|nokubelet]: what to build
 
 case "${1:-}" in
 build) build_all ;;
+cached) # exit 0 if what smoke needs is built
+	dir=$(bash "$repo/e2e/hack/servers.sh" dir)
+	for b in etcd kube-apiserver kube-scheduler kube-controller-manager agnhost nnp ginkgo e2e.test; do
+		[ -x "$dir/$b" ] || { log "$b is not built in $dir"; exit 1; }
+	done
+	;;
 nodekit | kubelet)
 	preflight "$([ "$1" = kubelet ] && echo kubelet || echo nokubelet)"
 	if [ "$1" = kubelet ]; then rm -f "$RESULTS/kubelet.recheck"; fi
@@ -576,5 +583,5 @@ report)
 	CACHE=$(bash "$repo/e2e/hack/servers.sh" dir)
 	report "${CONFORMANCE_RESULTS:-$CACHE/results}"
 	;;
-*) die "usage: $0 build | nodekit | kubelet | both | kubelet-recheck | smoke | report | up nodekit|kubelet" ;;
+*) die "usage: $0 build | cached | nodekit | kubelet | both | kubelet-recheck | smoke | report | up nodekit|kubelet" ;;
 esac
