@@ -16,49 +16,52 @@ import sys
 NODES = ("kubelet", "nodekit")
 
 # Why a test fails on nodekit, and what would fix it: the first rule whose
-# pattern matches the test's name or its failure message. Patterns are
-# checked against "name\nmessage".
+# pattern matches. Rules on the failure message come first (what actually
+# failed), then rules on the test's name (what the test is about).
 CAUSES = [
-    (r"ContainerRestartRules|restart rules|RestartAllContainers",
+    ("msg", r"unable to upgrade connection: 404|error dialing backend|upgrade request required",
+     "exec/attach/port-forward not served: the node API answers 404 (the test execs into a pod or forwards a port)",
+     "serve /exec, /attach and /portForward (node API branch)"),
+    ("msg", r"Restart count should increment monotonically",
+     "a restartable init container's restartCount went back (1 to 0)",
+     "derive restartCount from the runtime's attempts across sidecar restarts, never from a fresh status"),
+    ("msg", r"failed to get logs from .*the server could not find the requested resource",
+     "an exited container's log is gone from the node's containerLogs (404) right after the pod succeeded",
+     "keep exited containers and their logs until the pod is deleted (the kubelet's container GC keeps the last ones)"),
+    ("msg", r"expected hosts file to contain entries from HostAliases",
+     "hostAliases missing from /etc/hosts",
+     "write the pod's /etc/hosts (hostAliases, hostNetwork handling) and mount it"),
+    ("name", r"ContainerRestartRules|restart rules|RestartAllContainers",
      "ContainerRestartRules (beta gate): container-level restartPolicy and rules not implemented",
      "honour container restartPolicy/restartPolicyRules in the sync loop"),
-    (r"(?i)lifecycle hook|postStart|preStop|PostStart|PreStop",
+    ("name", r"(?i)lifecycle hook|postStart|preStop",
      "lifecycle hooks (postStart/preStop: exec, httpGet, sleep) not run",
      "run hooks in the runtime layer with the kubelet's ordering, timeouts and FailedPostStartHook/FailedPreStopHook events"),
-    (r"(?i)ephemeral container",
+    ("name", r"(?i)ephemeral container",
      "ephemeral containers: not started, or exec into them not served",
      "start ephemeral containers; serve exec/attach"),
-    (r"(?i)hostAliases|/etc/hosts|KubeletManagedEtcHosts|etc-hosts",
+    ("name", r"(?i)hostAliases|/etc/hosts|KubeletManagedEtcHosts",
      "/etc/hosts not kubelet-managed (no <podIP> <hostname> line, hostAliases ignored)",
      "write the pod's /etc/hosts (hostAliases, hostNetwork handling) and mount it"),
-    (r"(?i)hostnameOverride",
+    ("name", r"(?i)hostnameOverride",
      "hostnameOverride ignored",
      "use spec.hostnameOverride for the sandbox hostname"),
-    (r"(?i)port.?forward|portforward",
-     "port-forward not served by the node API",
-     "serve /portForward (node API branch)"),
-    (r"(?i)\battach\b",
-     "attach not served by the node API",
-     "serve /attach (node API branch)"),
-    (r"(?i)fsGroup|fs_group|FSGroup",
+    ("name", r"(?i)fsGroup",
      "fsGroup not applied to volumes",
      "apply fsGroup and fsGroupChangePolicy to emptyDir, secret, configMap, projected and downwardAPI volumes"),
-    (r"(?i)sysctl",
-     "sysctl admission or events missing (SysctlForbidden, safe/unsafe lists)",
+    ("name", r"(?i)sysctl",
+     "sysctl admission or its events missing (SysctlForbidden, safe/unsafe lists)",
      "admit sysctls as the kubelet (safe list, --allowed-unsafe-sysctls) and report SysctlForbidden"),
-    (r"(?i)readiness gate|ReadinessGate",
+    ("name", r"(?i)readiness gate",
      "pod readiness gates not honoured",
      "fold spec.readinessGates conditions into Ready"),
-    (r"(?i)runAsNonRoot|non-root|nonroot",
-     "runAsNonRoot verification or its event missing",
-     "verify runAsNonRoot against the image user and report CreateContainerConfigError with the kubelet's message"),
-    (r"(?i)unable to upgrade connection|exec.*(404|not found)|404 page not found|error executing|ExecWithOptions|execute command|kubectl exec",
-     "exec not served by the node API (the test execs into a pod)",
-     "serve /exec (node API branch)"),
-    (r"(?i)event",
+    ("name", r"(?i)runAsNonRoot",
+     "runAsNonRoot: no CreateContainerConfigError event when the image user is root or unknown",
+     "verify runAsNonRoot against the image user and report the kubelet's error and event"),
+    ("msg", r"(?i)event",
      "an expected pod event (Pulling/Pulled/Created/Started/BackOff/Failed/Killing) not emitted",
      "emit the runtime manager's events with the kubelet's reasons and messages"),
-    (r"(?i)service.*environment|_SERVICE_HOST",
+    ("name", r"(?i)service.*environment|environment variables for services",
      "service environment variables missing",
      "read the namespace's Services when the pod starts (not from a stale cache)"),
 ]
@@ -102,9 +105,8 @@ def first_line(msg):
 
 
 def cause_of(name, msg):
-    text = name + "\n" + msg
-    for pat, cause, fix in CAUSES:
-        if re.search(pat, text):
+    for where, pat, cause, fix in CAUSES:
+        if re.search(pat, msg if where == "msg" else name):
             return cause, fix
     return "other (see the message)", "investigate"
 
