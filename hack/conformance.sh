@@ -98,7 +98,7 @@ images_doc() {
 | Image | Made from |
 |---|---|
 | \`$IMG_BUSYBOX\` | Debian's busybox-static ($(busybox 2>/dev/null | head -1 | cut -d' ' -f2)) with its applets linked in /bin; CMD sh. Its ash drops environment names containing "-" (upstream 1.37 keeps them). |
-| \`$IMG_AGNHOST\`, \`$IMG_AGNHOST_PREV\` | agnhost built from k8s.io/kubernetes/test/images/agnhost at the pinned version (static), on the busybox layer, with /agnhost-2, /uploads, porter's localhost.crt/key, user-defined-in-image (1000) and group-defined-in-image (50000) as in its Dockerfile; ENTRYPOINT /agnhost, CMD pause. curl is hack/conformance-curl.sh (busybox wget: the forms the suite execs); no bind-tools, iperf, socat, coredns or a UDP-capable nc (upstream's alpine packages). |
+| \`$IMG_AGNHOST\`, \`$IMG_AGNHOST_PREV\` | agnhost built from k8s.io/kubernetes/test/images/agnhost at the pinned version (static), on the busybox layer (/bin/bash a script that runs busybox ash), with /agnhost-2, /uploads, porter's localhost.crt/key, user-defined-in-image (1000) and group-defined-in-image (50000) as in its Dockerfile; ENTRYPOINT /agnhost, CMD pause. curl is hack/conformance-curl.sh (busybox wget: the forms the suite execs); no bind-tools, iperf, socat, coredns or a UDP-capable nc (upstream's alpine packages). |
 | \`$IMG_PAUSE\` | the same agnhost binary, ENTRYPOINT \`/agnhost pause\`, USER 65535:65535 (upstream's pause is C; this one also exits on SIGTERM). The sandbox image stays containerd.sh's nodekit.local/pause:1. |
 | \`$IMG_NONROOT\` | the busybox layer with USER 1234 (as its Dockerfile). |
 | \`$IMG_GLIBC_DNS\` | the busybox layer (its \`hostname -f\` stands in for glibc's). |
@@ -167,6 +167,10 @@ make_images() {
 	cp -a "$root" "$ag"
 	install -m 755 "$CACHE/agnhost" "$ag/agnhost"
 	ln -s agnhost "$ag/agnhost-2"
+	# Some specs run /bin/bash in agnhost (alpine's bash upstream); ash stands
+	# in (busybox has no bash applet here).
+	printf '#!/bin/sh\nexec /bin/sh "$@"\n' >"$ag/bin/bash"
+	chmod 755 "$ag/bin/bash"
 	mkdir -p "$ag/uploads" "$ag/usr/local/bin"
 	install -m 755 "$repo/hack/conformance-curl.sh" "$ag/usr/local/bin/curl"
 	porter="$(cd "$tools" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter"
