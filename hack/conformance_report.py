@@ -249,7 +249,8 @@ def document(results, focus, skip):
         k = runs["kubelet"].get(x) if runs["kubelet"] else None
         n = runs["nodekit"].get(x) if runs["nodekit"] else None
         ks = short(k[0]) if k else ("pending" if runs["kubelet"] is None else
-                                    ("not run (passes on nodekit)" if recheck else "not run"))
+                                    ("not run (passes on nodekit)" if recheck and n and n[0] == "passed"
+                                     else "not run"))
         ns = short(n[0]) if n else ("pending" if runs["nodekit"] is None else "not run")
         reason = cf = ""
         if n and n[0] != "passed":
