@@ -10,6 +10,7 @@
 #   bash hack/conformance.sh kubelet   # the suite on the kubelet
 #   bash hack/conformance.sh both      # one after the other, same cluster setup
 #   bash hack/conformance.sh kubelet-recheck  # the kubelet on what nodekit did not pass
+#   bash hack/conformance.sh nodekit-recheck  # nodekit again on what it did not pass
 #   bash hack/conformance.sh smoke     # a handful of tests on nodekit (CI)
 #   bash hack/conformance.sh report    # rewrite docs/conformance.md from the last results
 #   bash hack/conformance.sh up nodekit|kubelet  # the cluster only, until Ctrl-C
@@ -579,6 +580,17 @@ up)
 	preflight "$([ "$2" = kubelet ] && echo kubelet || echo nokubelet)"
 	one_run "$2" "" "$RESULTS"
 	;;
+nodekit-recheck)
+	# nodekit again on only the tests it did not pass in its last full run
+	# (after fixes), into a results dir of its own; prints the summary.
+	preflight nokubelet
+	focus=$(python3 "$repo/hack/conformance_report.py" --failed "$RESULTS" nodekit) ||
+		die "no nodekit failures in $RESULTS to recheck"
+	out=${CONFORMANCE_RECHECK_RESULTS:-$RESULTS/nodekit-recheck}
+	mkdir -p "$out"
+	one_run nodekit "$focus" "$out"
+	python3 "$repo/hack/conformance_report.py" --summary "$out" nodekit
+	;;
 smoke)
 	preflight nokubelet
 	out=$(mktemp -d /tmp/nkconf-smoke.XXXXXX)
@@ -590,5 +602,5 @@ report)
 	CACHE=$(bash "$repo/e2e/hack/servers.sh" dir)
 	report "${CONFORMANCE_RESULTS:-$CACHE/results}"
 	;;
-*) die "usage: $0 build | cached | nodekit | kubelet | both | kubelet-recheck | smoke | report | up nodekit|kubelet" ;;
+*) die "usage: $0 build | cached | nodekit | kubelet | both | kubelet-recheck | nodekit-recheck | smoke | report | up nodekit|kubelet" ;;
 esac
