@@ -188,12 +188,20 @@ func removePod(t *testing.T, cs *kubernetes.Clientset, endpoint, ns, name string
 		return
 	}
 	defer m.Close()
-	st, err := m.GetPodStatus(ctx, uid, name, ns)
-	if err == nil {
-		rp := st.RunningPod(m.Type())
-		_ = m.KillPod(ctx, nil, rp, ptr.To[int64](1))
+	// A container the runtime is still starting (a start the agent gave up
+	// on when the pod was deleted: a cancelled call does not stop
+	// containerd) cannot be removed until it runs: kill and remove again.
+	var rmErr error
+	for try := 0; try < 20; try++ {
+		st, err := m.GetPodStatus(ctx, uid, name, ns)
+		if err == nil {
+			rp := st.RunningPod(m.Type())
+			_ = m.KillPod(ctx, nil, rp, ptr.To[int64](1))
+		}
+		if rmErr = m.RemovePod(ctx, uid); rmErr == nil {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
-	if err := m.RemovePod(ctx, uid); err != nil {
-		t.Errorf("cleanup of pod %s: %v", uid, err)
-	}
+	t.Errorf("cleanup of pod %s: %v", uid, rmErr)
 }
