@@ -224,6 +224,12 @@ certs() {
 				"$ip" "$NODE_NAME" >$who.ext
 			openssl x509 -req -in $who.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out $who.crt -days 2 -extfile $who.ext 2>/dev/null
 		done
+		# The apiserver's client certificate to the node's API (kubeadm's
+		# apiserver-kubelet-client): kubenode authenticates it against the
+		# cluster CA and authorizes system:masters by SubjectAccessReview.
+		openssl req -newkey rsa:2048 -nodes -keyout kubelet-client.key -out kubelet-client.csr \
+			-subj "/O=system:masters/CN=kube-apiserver-kubelet-client" 2>/dev/null
+		openssl x509 -req -in kubelet-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out kubelet-client.crt -days 2 2>/dev/null
 		openssl genrsa -out sa.key 2048 2>/dev/null
 		openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
 		# One admin token: the suite, the controllers and the node share it
@@ -280,6 +286,7 @@ control_plane() {
 		--bind-address=0.0.0.0 --advertise-address="$HOST_IP" --secure-port="$APISERVER_PORT" \
 		--tls-cert-file="$c/apiserver.crt" --tls-private-key-file="$c/apiserver.key" --client-ca-file="$c/ca.crt" \
 		--token-auth-file="$c/tokens.csv" \
+		--kubelet-client-certificate="$c/kubelet-client.crt" --kubelet-client-key="$c/kubelet-client.key" \
 		--service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$c/sa.pub" \
 		--service-account-signing-key-file="$c/sa.key" --service-cluster-ip-range=10.0.0.0/24 \
 		--authorization-mode=Node,RBAC --allow-privileged=true --endpoint-reconciler-type=none --profiling=false
@@ -355,7 +362,8 @@ start_nodekit() {
 		-pod-logs-root "$RUN/pod-logs" -pods-root "$RUN/pods" \
 		-cgroups-per-qos -cgroup-driver cgroupfs -cgroup-root "$CG_ROOT_NODEKIT" \
 		-address 0.0.0.0 -port "$NODE_PORT" -healthz-port "$NODE_HEALTHZ_PORT" \
-		-tls-cert-file "$RUN/certs/node.crt" -tls-private-key-file "$RUN/certs/node.key"
+		-tls-cert-file "$RUN/certs/node.crt" -tls-private-key-file "$RUN/certs/node.key" \
+		-client-ca-file "$RUN/certs/ca.crt"
 }
 
 start_kubelet() {
