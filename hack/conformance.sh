@@ -22,7 +22,8 @@
 # suite's images are made locally as OCI archives (no registry needed) and
 # imported into a private containerd (hack/containerd.sh).
 #
-# Environment: CONFORMANCE_PROCS (ginkgo processes, default 4),
+# Environment: CONFORMANCE_PROCS (ginkgo processes, default 4), CONFORMANCE_*_PORT
+# and CONFORMANCE_NODEKIT_CGROUP_ROOT (to run two clusters at once),
 # CONFORMANCE_RESULTS (results dir, default $cache/results),
 # NODEKIT_BRIDGE / NODEKIT_SUBNET (containerd's CNI bridge, default
 # nkconf0 / 10.244.86.0/24). Needs root, and what hack/containerd.sh needs.
@@ -336,7 +337,7 @@ restore_host_state() {
 
 # Each node gets a cgroup root of its own: the kubelet kills processes in
 # pod cgroups under its kubepods that it does not know.
-CG_ROOT_NODEKIT=/nkconf-nodekit
+CG_ROOT_NODEKIT=${CONFORMANCE_NODEKIT_CGROUP_ROOT:-/nkconf-nodekit}
 CG_ROOT_KUBELET=/nkconf-kubelet
 cgroup_dirs() { # ROOT: that cgroup's directory in every v1 hierarchy
 	local h
