@@ -153,9 +153,13 @@ func New(c Config) (*Agent, error) {
 	if a.prober, err = a.newProber(); err != nil {
 		return nil, fmt.Errorf("prober: %w", err)
 	}
+	var workerCache runtime.Cache = a.cache
+	if ownsStatus(c.Runtime) {
+		workerCache = ownerCache{a.cache, a}
+	}
 	a.workers, err = podworkers.New(podworkers.Config{
 		Syncer:         (*syncer)(a),
-		Cache:          ownerCache{a.cache, a},
+		Cache:          workerCache,
 		ResyncQueue:    a.queue,
 		ResyncInterval: c.SyncFrequency,
 		BackOff:        c.SyncErrorBackOff,

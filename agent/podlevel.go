@@ -20,10 +20,10 @@ const ownerCacheUpdatePeriod = 20 * time.Millisecond
 // status (runtime.StatusOwner, package provider): its status changes arrive
 // as container events, streamed by the evented PLEG over the generic one.
 func (a *Agent) setupStatusOwner() error {
-	o, ok := a.cfg.Runtime.(runtime.StatusOwner)
-	if !ok || !o.OwnsPodStatus() {
+	if !ownsStatus(a.cfg.Runtime) {
 		return nil
 	}
+	o := a.cfg.Runtime.(runtime.StatusOwner)
 	// A provider often reports a change from within SyncPod (NotifyPods
 	// called by CreatePod), so the change is older than the sync and the
 	// worker's next sync waits for the cache to be declared current. The
@@ -39,7 +39,13 @@ func (a *Agent) setupStatusOwner() error {
 	return nil
 }
 
-// ownerCache is the pod workers' cache. On a status owner, a worker about
+// ownsStatus reports whether rt owns its pods' API status.
+func ownsStatus(rt runtime.Runtime) bool {
+	o, ok := rt.(runtime.StatusOwner)
+	return ok && o.OwnsPodStatus()
+}
+
+// ownerCache is the pod workers' cache on a status owner: a worker about
 // to wait for status newer than its last sync asks the evented PLEG to
 // declare the cache current once the events already sent are handled: the
 // sync's own change (a provider's NotifyPods from CreatePod) reaches the
@@ -50,9 +56,7 @@ type ownerCache struct {
 }
 
 func (c ownerCache) GetNewerThan(ctx context.Context, uid types.UID, minTime time.Time) (*runtime.PodStatus, error) {
-	if c.a.owner {
-		c.a.evented.RequestCurrent()
-	}
+	c.a.evented.RequestCurrent()
 	return c.Cache.GetNewerThan(ctx, uid, minTime)
 }
 
