@@ -13,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/internal/streamtest"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri"
 	"github.com/nodekit/nodekit/runtime/cri/fakecri"
+	"github.com/nodekit/nodekit/server/streaming/streamingtest"
 )
 
 func benchPod(i int, image string) *v1.Pod {
@@ -220,7 +220,7 @@ func BenchmarkExecSession(b *testing.B) {
 	}
 	id := e.status(b, pod).FindContainerStatusByName("main").ID
 	e.srv.SetExecResult("main", []string{"date"}, fakecri.ExecResult{Stdout: "now\n"})
-	var d streamtest.Dialer
+	var d streamingtest.Dialer
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -229,7 +229,7 @@ func BenchmarkExecSession(b *testing.B) {
 			b.Fatal(err)
 		}
 		var out bytes.Buffer
-		if err := d.Exec(e.ctx, u, streamtest.Streams{Stdout: &out}); err != nil || out.String() != "now\n" {
+		if err := d.Exec(e.ctx, u, streamingtest.Streams{Stdout: &out}); err != nil || out.String() != "now\n" {
 			b.Fatalf("exec: %v, output %q", err, out.String())
 		}
 	}

@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit/internal/streamtest"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/server"
+	"github.com/nodekit/nodekit/server/streaming/streamingtest"
 )
 
 // httpdCommand serves "hello from httpd" on port 8080 with busybox's httpd.
@@ -41,15 +41,15 @@ func TestRealExecAndAttachURLsServeSessions(t *testing.T) {
 	cleanup(t, m, pod)
 	st := syncUntil(t, ctx, m, pod, nil, 50, 100*time.Millisecond, running("main"))
 	id := st.FindContainerStatusByName("main").ID
-	var d streamtest.Dialer
+	var d streamingtest.Dialer
 
 	t.Run("exec with stdin, stdout, stderr and an exit code", func(t *testing.T) {
 		u, err := m.GetExecURL(ctx, pod, runtime.ExecRequest{ContainerID: id, Stdin: true, Stdout: true, Stderr: true,
 			Cmd: []string{"sh", "-c", "echo out; echo err >&2; read x; echo got $x; exit 3"}})
 		require.NoError(t, err)
 		var out, errOut bytes.Buffer
-		err = d.Exec(ctx, u, streamtest.Streams{Stdin: strings.NewReader("hello\n"), Stdout: &out, Stderr: &errOut})
-		var exit *streamtest.ExitError
+		err = d.Exec(ctx, u, streamingtest.Streams{Stdin: strings.NewReader("hello\n"), Stdout: &out, Stderr: &errOut})
+		var exit *streamingtest.ExitError
 		require.True(t, errors.As(err, &exit), "want an exit code, got %v", err)
 		require.Equal(t, 3, exit.Code)
 		require.Equal(t, "out\ngot hello\n", out.String())
@@ -59,7 +59,7 @@ func TestRealExecAndAttachURLsServeSessions(t *testing.T) {
 		u, err := m.GetExecURL(ctx, pod, runtime.ExecRequest{ContainerID: id, Stdout: true, Cmd: []string{"cat", "/etc/group"}})
 		require.NoError(t, err)
 		var out bytes.Buffer
-		require.NoError(t, d.Exec(ctx, u, streamtest.Streams{Stdout: &out}))
+		require.NoError(t, d.Exec(ctx, u, streamingtest.Streams{Stdout: &out}))
 		require.Equal(t, "root:x:0:\n", out.String())
 	})
 	t.Run("exec with a TTY", func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestRealExecAndAttachURLsServeSessions(t *testing.T) {
 			Cmd: []string{"sh", "-c", ttyScript}})
 		require.NoError(t, err)
 		var out bytes.Buffer
-		require.NoError(t, d.Exec(ctx, u, streamtest.Streams{Stdout: &out, TTY: true, Size: &streamtest.TermSize{Width: 100, Height: 40}}))
+		require.NoError(t, d.Exec(ctx, u, streamingtest.Streams{Stdout: &out, TTY: true, Resize: []runtime.TermSize{{Width: 100, Height: 40}}}))
 		// The terminal turns \n into \r\n and carries stderr too.
 		require.Equal(t, "tty\r\n40 100\r\nto-stderr\r\n", out.String())
 	})
@@ -81,7 +81,7 @@ func TestRealExecAndAttachURLsServeSessions(t *testing.T) {
 		defer pw.Close()
 		out := &testenv.Buffer{}
 		done := make(chan error, 1)
-		go func() { done <- d.Exec(actx, u, streamtest.Streams{Stdin: pr, Stdout: out}) }()
+		go func() { done <- d.Exec(actx, u, streamingtest.Streams{Stdin: pr, Stdout: out}) }()
 		_, err = pw.Write([]byte("echo me\n"))
 		require.NoError(t, err)
 		require.Eventually(t, func() bool { return strings.Contains(out.String(), "echo me\n") }, 30*time.Second, 20*time.Millisecond)
@@ -102,7 +102,7 @@ func TestRealPortForwardURLReachesThePodsPort(t *testing.T) {
 	pod := realPod("portfwd", image, func(p *v1.Pod) { p.Spec.Containers[0].Command = httpdCommand })
 	cleanup(t, m, pod)
 	syncUntil(t, ctx, m, pod, nil, 50, 100*time.Millisecond, running("main"))
-	var d streamtest.Dialer
+	var d streamingtest.Dialer
 
 	// The sandbox is found by the pod's UID; httpd may need a moment.
 	var resp []byte
@@ -140,7 +140,7 @@ func TestRealExecAndPortForwardThroughTheServerOnContainerd(t *testing.T) {
 	require.NoError(t, err)
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
-	var d streamtest.Dialer
+	var d streamingtest.Dialer
 	path := func(p string, q url.Values) *url.URL {
 		u, err := url.Parse(ts.URL + p + "/" + pod.Namespace + "/" + pod.Name)
 		require.NoError(t, err)
@@ -151,8 +151,8 @@ func TestRealExecAndPortForwardThroughTheServerOnContainerd(t *testing.T) {
 	t.Run("exec with stdin, stdout, stderr and an exit code", func(t *testing.T) {
 		q := url.Values{"command": {"sh", "-c", "echo out; echo err >&2; read x; echo got $x; exit 3"}, "input": {"1"}, "output": {"1"}, "error": {"1"}}
 		var out, errOut bytes.Buffer
-		err := d.Exec(ctx, path("/exec", q).JoinPath("main"), streamtest.Streams{Stdin: strings.NewReader("hello\n"), Stdout: &out, Stderr: &errOut})
-		var exit *streamtest.ExitError
+		err := d.Exec(ctx, path("/exec", q).JoinPath("main"), streamingtest.Streams{Stdin: strings.NewReader("hello\n"), Stdout: &out, Stderr: &errOut})
+		var exit *streamingtest.ExitError
 		require.True(t, errors.As(err, &exit), "want an exit code, got %v", err)
 		require.Equal(t, 3, exit.Code)
 		require.Equal(t, "out\ngot hello\n", out.String())
@@ -161,7 +161,7 @@ func TestRealExecAndPortForwardThroughTheServerOnContainerd(t *testing.T) {
 	t.Run("exec with the pod's UID in the path", func(t *testing.T) {
 		q := url.Values{"command": {"cat", "/etc/passwd"}, "output": {"1"}}
 		var out bytes.Buffer
-		require.NoError(t, d.Exec(ctx, path("/exec", q).JoinPath(string(pod.UID), "main"), streamtest.Streams{Stdout: &out}))
+		require.NoError(t, d.Exec(ctx, path("/exec", q).JoinPath(string(pod.UID), "main"), streamingtest.Streams{Stdout: &out}))
 		require.Equal(t, "root:x:0:0:root:/:/bin/sh\n", out.String())
 	})
 	t.Run("port-forward to httpd", func(t *testing.T) {

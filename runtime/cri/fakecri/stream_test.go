@@ -19,8 +19,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/internal/streamtest"
 	"github.com/nodekit/nodekit/internal/testenv"
+	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri/fakecri"
 	"github.com/nodekit/nodekit/server/streaming/streamingtest"
 )
@@ -49,7 +49,7 @@ func TestExecSessionsRunProgrammedCommands(t *testing.T) {
 	e := start(t)
 	_, id := e.running(t, "app")
 	ctx := t.Context()
-	var d streamtest.Dialer
+	var d streamingtest.Dialer
 	e.srv.SetExecResult("app", []string{"fail"}, fakecri.ExecResult{Stdout: "out\n", Stderr: "err\n", ExitCode: 3})
 	e.srv.SetExecResult("app", []string{"cat"}, fakecri.ExecResult{EchoStdin: true, Stdout: "done\n"})
 
@@ -57,8 +57,8 @@ func TestExecSessionsRunProgrammedCommands(t *testing.T) {
 		u := e.execURL(t, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"fail"}, Stdout: true, Stderr: true})
 		require.True(t, strings.HasPrefix(u.String(), e.srv.StreamingURL()+"/exec/"), u.String())
 		var out, errOut bytes.Buffer
-		err := d.Exec(ctx, u, streamtest.Streams{Stdout: &out, Stderr: &errOut})
-		var exit *streamtest.ExitError
+		err := d.Exec(ctx, u, streamingtest.Streams{Stdout: &out, Stderr: &errOut})
+		var exit *streamingtest.ExitError
 		require.True(t, errors.As(err, &exit), "%v", err)
 		require.Equal(t, 3, exit.Code)
 		require.Equal(t, "out\n", out.String())
@@ -67,14 +67,14 @@ func TestExecSessionsRunProgrammedCommands(t *testing.T) {
 	t.Run("stdin", func(t *testing.T) {
 		u := e.execURL(t, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"cat"}, Stdin: true, Stdout: true})
 		var out bytes.Buffer
-		require.NoError(t, d.Exec(ctx, u, streamtest.Streams{Stdin: strings.NewReader("hello\n"), Stdout: &out}))
+		require.NoError(t, d.Exec(ctx, u, streamingtest.Streams{Stdin: strings.NewReader("hello\n"), Stdout: &out}))
 		require.Equal(t, "done\nhello\n", out.String())
 	})
 	t.Run("a TTY carries stderr", func(t *testing.T) {
 		u := e.execURL(t, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"fail"}, Stdout: true, Tty: true})
 		var out bytes.Buffer
-		err := d.Exec(ctx, u, streamtest.Streams{Stdout: &out, TTY: true, Size: &streamtest.TermSize{Width: 80, Height: 24}})
-		var exit *streamtest.ExitError
+		err := d.Exec(ctx, u, streamingtest.Streams{Stdout: &out, TTY: true, Resize: []runtime.TermSize{{Width: 80, Height: 24}}})
+		var exit *streamingtest.ExitError
 		require.True(t, errors.As(err, &exit), "%v", err)
 		require.Equal(t, "out\nerr\n", out.String())
 	})
@@ -89,13 +89,13 @@ func TestExecSessionsRunProgrammedCommands(t *testing.T) {
 	t.Run("an unprogrammed command exits 0 without output", func(t *testing.T) {
 		u := e.execURL(t, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"true"}, Stdout: true})
 		var out bytes.Buffer
-		require.NoError(t, d.Exec(ctx, u, streamtest.Streams{Stdout: &out}))
+		require.NoError(t, d.Exec(ctx, u, streamingtest.Streams{Stdout: &out}))
 		require.Empty(t, out.String())
 	})
 	t.Run("a URL serves one session", func(t *testing.T) {
 		u := e.execURL(t, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"true"}, Stdout: true})
-		require.NoError(t, d.Exec(ctx, u, streamtest.Streams{Stdout: io.Discard}))
-		err := d.Exec(ctx, u, streamtest.Streams{Stdout: io.Discard})
+		require.NoError(t, d.Exec(ctx, u, streamingtest.Streams{Stdout: io.Discard}))
+		err := d.Exec(ctx, u, streamingtest.Streams{Stdout: io.Discard})
 		require.ErrorContains(t, err, "unknown or expired exec URL")
 	})
 }
@@ -166,7 +166,9 @@ func TestAttachEchoesUntilTheContainerExits(t *testing.T) {
 	defer pw.Close()
 	out := &testenv.Buffer{}
 	done := make(chan error, 1)
-	go func() { done <- streamtest.Dialer{}.Exec(t.Context(), u, streamtest.Streams{Stdin: pr, Stdout: out}) }()
+	go func() {
+		done <- streamingtest.Dialer{}.Exec(t.Context(), u, streamingtest.Streams{Stdin: pr, Stdout: out})
+	}()
 	_, err = pw.Write([]byte("ping\n"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return out.String() == "ping\n" }, 10*time.Second, 10*time.Millisecond)
@@ -195,7 +197,7 @@ func TestPortForwardReachesProgrammedPorts(t *testing.T) {
 		require.NoError(t, err)
 		u, err := url.Parse(resp.Url)
 		require.NoError(t, err)
-		return streamtest.Dialer{}.RoundTrip(t.Context(), u, port, []byte("GET /"))
+		return streamingtest.Dialer{}.RoundTrip(t.Context(), u, port, []byte("GET /"))
 	}
 	got, err := forward(80)
 	require.NoError(t, err)
@@ -225,7 +227,9 @@ func TestCloseEndsSessionsInFlight(t *testing.T) {
 	defer pw.Close()
 	out := &testenv.Buffer{}
 	done := make(chan error, 1)
-	go func() { done <- streamtest.Dialer{}.Exec(t.Context(), u, streamtest.Streams{Stdin: pr, Stdout: out}) }()
+	go func() {
+		done <- streamingtest.Dialer{}.Exec(t.Context(), u, streamingtest.Streams{Stdin: pr, Stdout: out})
+	}()
 	_, err = pw.Write([]byte("ping\n"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return out.String() == "ping\n" }, 10*time.Second, 10*time.Millisecond)
@@ -251,8 +255,8 @@ func TestStreamURLsExpireAfterAMinute(t *testing.T) {
 	fresh := e.execURL(t, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"true"}, Stdout: true})
 	stale := e.execURL(t, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"true"}, Stdout: true})
 	clk.SetTime(t0.Add(59 * time.Second))
-	require.NoError(t, streamtest.Dialer{}.Exec(t.Context(), fresh, streamtest.Streams{Stdout: io.Discard}))
+	require.NoError(t, streamingtest.Dialer{}.Exec(t.Context(), fresh, streamingtest.Streams{Stdout: io.Discard}))
 	clk.SetTime(t0.Add(61 * time.Second))
-	err = streamtest.Dialer{}.Exec(t.Context(), stale, streamtest.Streams{Stdout: io.Discard})
+	err = streamingtest.Dialer{}.Exec(t.Context(), stale, streamingtest.Streams{Stdout: io.Discard})
 	require.ErrorContains(t, err, "unknown or expired exec URL")
 }

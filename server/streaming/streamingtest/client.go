@@ -5,7 +5,10 @@
 // written on the protocols' primitives (k8s.io/streaming, x/net/websocket)
 // so that the library's tests need no client-go; it checks nothing a
 // client should not, and is no substitute for client-go's executor in a
-// program.
+// program. The package functions dial plain connections and return what a
+// session gave; a Dialer adds TLS and headers, streams to the caller's
+// readers and writers and decodes v4's exit code (a CRI runtime's
+// streaming URL, the kubelet API on HTTPS).
 package streamingtest
 
 import (
@@ -24,7 +27,6 @@ import (
 
 	"golang.org/x/net/websocket"
 	"k8s.io/streaming/pkg/httpstream"
-	"k8s.io/streaming/pkg/httpstream/spdy"
 
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -83,35 +85,10 @@ func (e *UpgradeError) Error() string {
 	return fmt.Sprintf("upgrade refused: %d %s", e.StatusCode, e.Body)
 }
 
-// SPDYDial upgrades a request to rawURL to SPDY offering protocols; a
-// refused upgrade is an *UpgradeError. It returns the connection and the
-// chosen protocol.
+// SPDYDial upgrades a request to rawURL to SPDY offering protocols, as
+// Dialer{}.SPDYDial does.
 func SPDYDial(ctx context.Context, method, rawURL string, protocols ...string) (httpstream.Connection, string, error) {
-	rt, err := spdy.NewRoundTripper(nil)
-	if err != nil {
-		return nil, "", err
-	}
-	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
-	if err != nil {
-		return nil, "", err
-	}
-	for _, p := range protocols {
-		req.Header.Add(httpstream.HeaderProtocolVersion, p)
-	}
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		return nil, "", err
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return nil, "", &UpgradeError{StatusCode: resp.StatusCode, Body: string(body)}
-	}
-	conn, err := rt.NewConnection(resp)
-	if err != nil {
-		return nil, "", err
-	}
-	return conn, resp.Header.Get(httpstream.HeaderProtocolVersion), nil
+	return Dialer{}.SPDYDial(ctx, method, rawURL, protocols...)
 }
 
 // SPDYExec runs a session over SPDY as client-go's executor does: it
@@ -128,6 +105,23 @@ func SPDYExec(ctx context.Context, rawURL string, o ExecOptions) (Result, error)
 	}
 	defer conn.Close()
 	res := Result{Protocol: protocol}
+	var stdout, stderr bytes.Buffer
+	s := Streams{Stdin: o.Stdin, TTY: o.TTY, Resize: o.Resize}
+	if o.Stdout {
+		s.Stdout = &stdout
+	}
+	if o.Stderr {
+		s.Stderr = &stderr
+	}
+	errData, err := spdySession(conn, protocol, s)
+	res.Stdout, res.Stderr, res.Error = stdout.String(), stderr.String(), string(errData)
+	return res, err
+}
+
+// spdySession creates a session's streams on conn in client-go's order
+// (error, stdin, stdout, stderr, resize), copies them, and returns what
+// the error stream carried once the server has closed the output streams.
+func spdySession(conn httpstream.Connection, protocol string, s Streams) ([]byte, error) {
 	create := func(typ string) (httpstream.Stream, error) {
 		h := http.Header{}
 		h.Set("streamType", typ)
@@ -135,54 +129,58 @@ func SPDYExec(ctx context.Context, rawURL string, o ExecOptions) (Result, error)
 	}
 	errStream, err := create("error")
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	var wg sync.WaitGroup
-	var stdout, stderr bytes.Buffer
-	read := func(typ string, into *bytes.Buffer) error {
+	if s.Stdin != nil {
+		in, err := create("stdin")
+		if err != nil {
+			return nil, err
+		}
+		// Not waited for: a reader that never ends (a pipe) must not hold
+		// the session open after the server ended it.
+		go func() {
+			_, _ = io.Copy(in, s.Stdin)
+			_ = in.Close() // half-close: the remote stdin sees EOF
+		}()
+	}
+	read := func(typ string, into io.Writer) error {
 		st, err := create(typ)
 		if err != nil {
 			return err
 		}
-		wg.Go(func() { _, _ = io.Copy(into, st) })
+		wg.Go(func() {
+			_, _ = io.Copy(into, st)
+			_, _ = io.Copy(io.Discard, st)
+		})
 		return nil
 	}
-	if o.Stdin != nil {
-		in, err := create("stdin")
-		if err != nil {
-			return res, err
-		}
-		wg.Go(func() {
-			_, _ = io.Copy(in, o.Stdin)
-			_ = in.Close()
-		})
-	}
-	if o.Stdout {
-		if err := read("stdout", &stdout); err != nil {
-			return res, err
+	if s.Stdout != nil {
+		if err := read("stdout", s.Stdout); err != nil {
+			return nil, err
 		}
 	}
-	if o.Stderr {
-		if err := read("stderr", &stderr); err != nil {
-			return res, err
+	if s.Stderr != nil && !s.TTY {
+		if err := read("stderr", s.Stderr); err != nil {
+			return nil, err
 		}
 	}
-	if o.TTY && protocol != "channel.k8s.io" && protocol != "v2.channel.k8s.io" {
+	if s.TTY && protocol != "channel.k8s.io" && protocol != "v2.channel.k8s.io" {
 		rs, err := create("resize")
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		enc := json.NewEncoder(rs)
-		for _, size := range o.Resize {
-			if err := enc.Encode(size); err != nil {
-				return res, err
+		for _, size := range s.Resize {
+			// Best effort, as client-go's: a session may be over already.
+			if enc.Encode(size) != nil {
+				break
 			}
 		}
 	}
-	errData, _ := io.ReadAll(errStream)
+	errData, err := io.ReadAll(errStream)
 	wg.Wait()
-	res.Stdout, res.Stderr, res.Error = stdout.String(), stderr.String(), string(errData)
-	return res, nil
+	return errData, err
 }
 
 // WSConn is a channel.k8s.io-style WebSocket connection: each message is
