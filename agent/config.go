@@ -76,7 +76,7 @@ type Config struct {
 	// Eviction.Summary (required then; the stats provider of
 	// /stats/summary), is the Node's PressureSource (MemoryPressure,
 	// DiskPressure, PIDPressure) unless Node sets one, takes its hard
-	// thresholds off the Node's allocatable (a Setter), is the first admit
+	// thresholds off the Node's allocatable (node.Config.EvictionHard), is the first admit
 	// handler (whatever AdmitHandlers is), and evicts pods through the
 	// kill path of critical pod preemption (Failed, reason Evicted, a
 	// DisruptionTarget condition). The agent fills, where unset,

@@ -3,11 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/node"
 )
 
@@ -15,7 +15,8 @@ import (
 // name, runtime, MaxPods (the pods capacity), clock and log, NodeIPs as
 // InternalIPs unless addresses are given, and the PLEG's health among the
 // checks that make the node NotReady; with Config.Eviction, the eviction
-// manager as pressure source and its allocatable setter.
+// manager as pressure source and its hard thresholds kept off allocatable
+// (unless Config.Node sets EvictionHard).
 func (a *Agent) newNode() (*node.Controller, error) {
 	c := a.cfg
 	nc := *c.Node
@@ -38,7 +39,9 @@ func (a *Agent) newNode() (*node.Controller, error) {
 		if nc.Pressure == nil {
 			nc.Pressure = a.eviction
 		}
-		nc.Setters = append(slices.Clip(nc.Setters), a.eviction.SetNodeAllocatable)
+		if nc.EvictionHard == nil {
+			nc.EvictionHard = hardEvictions(a.eviction.Thresholds())
+		}
 	}
 	if nc.Clock == nil {
 		nc.Clock = c.Clock
@@ -54,6 +57,18 @@ func (a *Agent) newNode() (*node.Controller, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	return ctl, nil
+}
+
+// hardEvictions are the hard thresholds of ts as node allocatable takes
+// them; node keeps the kubelet's choice of signals.
+func hardEvictions(ts []eviction.Threshold) []node.HardEviction {
+	out := []node.HardEviction{}
+	for _, t := range ts {
+		if t.Hard() {
+			out = append(out, node.HardEviction{Signal: string(t.Signal), Quantity: t.Value.Quantity, Percentage: t.Value.Percentage})
+		}
+	}
+	return out
 }
 
 // Node returns the node controller of Config.Node, or nil without one.

@@ -133,14 +133,34 @@ type Config struct {
 	Taints []v1.Taint
 	// MaxPods is the pods capacity. Default 110.
 	MaxPods int
-	// Capacity overrides the host's capacity per resource (cpu from the
-	// CPU count, memory from /proc/meminfo, ephemeral-storage from the file
-	// system of RootDir); pods comes from MaxPods.
+	// PodsPerCore, if positive, caps the pods capacity at this many per
+	// core of the Machine (the kubelet's --pods-per-core): it is then the
+	// lesser of MaxPods and PodsPerCore×cores. Default 0: MaxPods.
+	PodsPerCore int
+	// Machine is read on every status computation for the capacity's cpu,
+	// memory and ephemeral-storage and nodeInfo's machine identity, as the
+	// kubelet reads cadvisor's machine info. Default HostMachine of
+	// RootDir.
+	Machine MachineInfo
+	// Capacity overrides the Machine's capacity per resource; pods comes
+	// from MaxPods and PodsPerCore.
 	Capacity v1.ResourceList
-	// Allocatable overrides allocatable per resource. Default: the capacity.
+	// SystemReserved and KubeReserved are kept from pods, the kubelet's
+	// --system-reserved and --kube-reserved: allocatable is the capacity
+	// minus both and minus EvictionHard's thresholds, per resource, never
+	// below zero (the kubelet's node allocatable). Optional.
+	SystemReserved, KubeReserved v1.ResourceList
+	// EvictionHard are the hard eviction thresholds allocatable keeps from
+	// pods, the kubelet's --eviction-hard: memory.available's off memory,
+	// nodefs.available's off ephemeral-storage, a percentage of the
+	// capacity computed at each status. The agent fills it from
+	// agent.Config.Eviction. Optional.
+	EvictionHard []HardEviction
+	// Allocatable overrides allocatable per resource, after the
+	// reservations. Default: the capacity minus the reservations.
 	Allocatable v1.ResourceList
 	// RootDir is the directory whose file system is the ephemeral-storage
-	// capacity. Default "/".
+	// capacity of the default Machine. Default "/".
 	RootDir string
 	// Addresses are the node's addresses. Default: InternalIP of the
 	// host's first non-loopback address and Hostname.
@@ -236,15 +256,28 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("%w: label %s=%s: %s", ErrInvalidConfig, k, v, strings.Join(errs, "; "))
 		}
 	}
-	for _, rl := range []v1.ResourceList{c.Capacity, c.Allocatable} {
+	for _, rl := range []v1.ResourceList{c.Capacity, c.Allocatable, c.SystemReserved, c.KubeReserved} {
 		for name, q := range rl {
 			if q.Sign() < 0 {
 				return fmt.Errorf("%w: negative %s %s", ErrInvalidConfig, name, q.String())
 			}
 		}
 	}
+	for name, a := range c.Allocatable {
+		if cp, ok := c.Capacity[name]; ok && a.Cmp(cp) > 0 {
+			return fmt.Errorf("%w: allocatable %s %s above capacity %s", ErrInvalidConfig, name, a.String(), cp.String())
+		}
+	}
+	for _, h := range c.EvictionHard {
+		if h.Quantity != nil && h.Quantity.Sign() < 0 || h.Percentage < 0 || h.Percentage > 1 {
+			return fmt.Errorf("%w: hard eviction threshold %s: want a quantity not negative or a percentage from 0 to 100%%", ErrInvalidConfig, h.Signal)
+		}
+	}
 	if c.MaxPods < 0 {
 		return fmt.Errorf("%w: negative MaxPods %d", ErrInvalidConfig, c.MaxPods)
+	}
+	if c.PodsPerCore < 0 {
+		return fmt.Errorf("%w: negative PodsPerCore %d", ErrInvalidConfig, c.PodsPerCore)
 	}
 	if c.KubeletPort < 0 && c.KubeletPort != NoKubeletPort {
 		return fmt.Errorf("%w: negative KubeletPort %d", ErrInvalidConfig, c.KubeletPort)
@@ -293,6 +326,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.RootDir == "" {
 		c.RootDir = "/"
+	}
+	if c.Machine == nil {
+		c.Machine = HostMachine{RootDir: c.RootDir}
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

@@ -27,13 +27,21 @@
 // and 12 status updates an hour, and its Node's watch (without a watch,
 // 360 reads of the Node, as the kubelet's).
 //
+// Capacity and nodeInfo come from a MachineInfo read at every
+// computation (HostMachine by default, as the kubelet reads cadvisor's
+// machine info; Machine and FakeMachine for simulations and tests), the
+// pods capacity from MaxPods and PodsPerCore; allocatable is the capacity
+// minus SystemReserved, KubeReserved and the EvictionHard thresholds
+// (memory.available off memory, nodefs.available off ephemeral-storage,
+// percentages of the capacity), never below zero, as the kubelet's node
+// allocatable.
+//
 // Where it sits: beside the pod path. The agent (or any program) gives it
 // the runtime, the PLEG's health and MaxPods; it talks to the apiserver
 // through NodeClient and LeaseClient, which client-go's
 // CoreV1().Nodes() and CoordinationV1().Leases("kube-node-lease") satisfy.
 // A virtual-kubelet style provider plugs in as a Provider (Ping,
-// NotifyNodeStatus); Setters adjust every computed status (allocatable after
-// reservations, for one). A Controller also answers Get for its own Node,
+// NotifyNodeStatus); Setters adjust every computed status. A Controller also answers Get for its own Node,
 // so status.Manager can take it as its Nodes for mirror pods' owner
 // references without another request, and InitialNode builds the Node it
 // would register, which admission checks pods against until the Node is

@@ -5,28 +5,11 @@ import (
 	"bytes"
 	"net"
 	"os"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
-
-// hostCapacity is the host's cpu, memory and ephemeral-storage, each only
-// where it can be read.
-func hostCapacity(rootDir string) v1.ResourceList {
-	rl := v1.ResourceList{
-		v1.ResourceCPU: *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
-	}
-	if mem := memTotal(); mem > 0 {
-		rl[v1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
-	}
-	if disk := fsCapacity(rootDir); disk > 0 {
-		rl[v1.ResourceEphemeralStorage] = *resource.NewQuantity(disk, resource.BinarySI)
-	}
-	return rl
-}
 
 // memTotal is MemTotal from /proc/meminfo in bytes, or 0.
 func memTotal() int64 {
@@ -47,20 +30,6 @@ func memTotal() int64 {
 		}
 	}
 	return 0
-}
-
-// systemInfo is the nodeInfo the host gives, each field only where it can
-// be read (the kubelet reads the same files through cadvisor).
-func systemInfo() v1.NodeSystemInfo {
-	return v1.NodeSystemInfo{
-		MachineID:       readTrimmed("/etc/machine-id"),
-		SystemUUID:      readTrimmed("/sys/class/dmi/id/product_uuid"),
-		BootID:          readTrimmed("/proc/sys/kernel/random/boot_id"),
-		KernelVersion:   readTrimmed("/proc/sys/kernel/osrelease"),
-		OSImage:         osImage(),
-		OperatingSystem: goruntime.GOOS,
-		Architecture:    goruntime.GOARCH,
-	}
 }
 
 func readTrimmed(path string) string {

@@ -13,7 +13,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -41,11 +40,8 @@ const (
 type Controller struct {
 	cfg Config
 
-	labels      map[string]string
-	capacity    v1.ResourceList
-	allocatable v1.ResourceList
-	addresses   []v1.NodeAddress
-	sysInfo     v1.NodeSystemInfo
+	labels    map[string]string
+	addresses []v1.NodeAddress
 
 	trigger    chan struct{}
 	registered chan struct{}
@@ -73,8 +69,8 @@ type Controller struct {
 	lease *coordinationv1.Lease
 }
 
-// New checks c, fills its defaults and reads the host's capacity and
-// system info. Nothing is sent until Run.
+// New checks c and fills its defaults. Nothing is read or sent until Run
+// (or InitialNode).
 func New(c Config) (*Controller, error) {
 	if err := c.setDefaults(); err != nil {
 		return nil, err
@@ -83,9 +79,7 @@ func New(c Config) (*Controller, error) {
 		cfg:        c,
 		trigger:    make(chan struct{}, 1),
 		registered: make(chan struct{}),
-		sysInfo:    systemInfo(),
 	}
-	ctl.sysInfo.KubeletVersion = c.KubeletVersion
 	hostname := c.Hostname
 	ctl.labels = map[string]string{
 		v1.LabelHostname:   hostname,
@@ -95,16 +89,6 @@ func New(c Config) (*Controller, error) {
 		labelArchBeta:      goruntime.GOARCH,
 	}
 	maps.Copy(ctl.labels, c.Labels)
-	ctl.capacity = hostCapacity(c.RootDir)
-	maps.Copy(ctl.capacity, c.Capacity)
-	ctl.capacity[v1.ResourcePods] = *resource.NewQuantity(int64(c.MaxPods), resource.DecimalSI)
-	ctl.allocatable = ctl.capacity.DeepCopy()
-	maps.Copy(ctl.allocatable, c.Allocatable)
-	for name, a := range ctl.allocatable {
-		if cp, ok := ctl.capacity[name]; ok && a.Cmp(cp) > 0 {
-			return nil, fmt.Errorf("%w: allocatable %s %s above capacity %s", ErrInvalidConfig, name, a.String(), cp.String())
-		}
-	}
 	ctl.runtime.DownAfter = c.RuntimeDownAfter
 	ctl.addresses = c.Addresses
 	if len(ctl.addresses) == 0 {
@@ -360,7 +344,7 @@ func (c *Controller) newNode() *v1.Node {
 // the controller's.
 func (c *Controller) InitialNode(ctx context.Context) *v1.Node {
 	n := c.newNode()
-	c.setMachineStatus(&n.Status, &v1.NodeStatus{})
+	c.setMachineStatus(ctx, &n.Status, &v1.NodeStatus{})
 	c.runSetters(ctx, &n.Status)
 	return n
 }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/podutil"
@@ -32,7 +34,7 @@ const maxNamesPerImage = 5
 // and slices not owned may be shared with old.
 func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now time.Time) *v1.NodeStatus {
 	st := *old
-	provided := c.setMachineStatus(&st, old)
+	provided := c.setMachineStatus(ctx, &st, old)
 
 	// The kubelet's order: the runtime's state and health checks, the
 	// runtime's readiness, the network's, then missing capacity.
@@ -104,12 +106,36 @@ func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now 
 // controller's, others' extended resources of old kept), addresses, the
 // daemon endpoint and nodeInfo but the runtime version. It returns the
 // provider's last node, or nil.
-func (c *Controller) setMachineStatus(st, old *v1.NodeStatus) *v1.Node {
-	st.Capacity, st.Allocatable, st.Addresses = c.capacity, c.allocatable, c.addresses
+func (c *Controller) setMachineStatus(ctx context.Context, st, old *v1.NodeStatus) *v1.Node {
+	st.Addresses = c.addresses
 	st.DaemonEndpoints.KubeletEndpoint.Port = c.cfg.KubeletPort
-	info := c.sysInfo
-	info.Swap, info.RunningInUserNamespace = old.NodeInfo.Swap, old.NodeInfo.RunningInUserNamespace
+	info := v1.NodeSystemInfo{
+		OperatingSystem: goruntime.GOOS, Architecture: goruntime.GOARCH, KubeletVersion: c.cfg.KubeletVersion,
+		Swap: old.NodeInfo.Swap, RunningInUserNamespace: old.NodeInfo.RunningInUserNamespace,
+	}
+	m, err := c.cfg.Machine.MachineInfo(ctx)
+	if err != nil {
+		// As the kubelet: cpu and memory 0, the machine's identity as it was.
+		c.cfg.Log.Error(err, "Error getting machine info")
+		st.Capacity = v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewMilliQuantity(0, resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(0, resource.BinarySI),
+			v1.ResourcePods:   *resource.NewQuantity(int64(c.cfg.MaxPods), resource.DecimalSI),
+		}
+		if q, ok := old.Capacity[v1.ResourceEphemeralStorage]; ok {
+			st.Capacity[v1.ResourceEphemeralStorage] = q
+		}
+		info.MachineID, info.SystemUUID, info.BootID = old.NodeInfo.MachineID, old.NodeInfo.SystemUUID, old.NodeInfo.BootID
+		info.KernelVersion, info.OSImage = old.NodeInfo.KernelVersion, old.NodeInfo.OSImage
+	} else {
+		st.Capacity = c.machineCapacity(m)
+		info.MachineID, info.SystemUUID, info.BootID = m.MachineID, m.SystemUUID, m.BootID
+		info.KernelVersion, info.OSImage = m.KernelVersion, m.OSImage
+	}
 	st.NodeInfo = info
+	maps.Copy(st.Capacity, c.cfg.Capacity)
+	st.Allocatable = c.allocatable(st.Capacity)
+	maps.Copy(st.Allocatable, c.cfg.Allocatable)
 
 	c.mu.Lock()
 	provided := c.provided
