@@ -12,9 +12,9 @@ import (
 )
 
 // newNode builds the node controller of Config.Node: the agent's node
-// name, runtime, MaxPods (the pods capacity), clock and log, NodeIPs as
-// InternalIPs unless addresses are given, and the PLEG's health among the
-// checks that make the node NotReady; with Config.Eviction, the eviction
+// name, runtime, MaxPods (the pods capacity), clock and log, NodeIPs (the
+// Node's InternalIPs) unless addresses are given, and the PLEG's health
+// among the checks that make the node NotReady; with Config.Eviction, the eviction
 // manager as pressure source and its hard thresholds kept off allocatable
 // (unless Config.Node sets EvictionHard).
 func (a *Agent) newNode() (*node.Controller, error) {
@@ -27,11 +27,8 @@ func (a *Agent) newNode() (*node.Controller, error) {
 	if nc.MaxPods == 0 {
 		nc.MaxPods = c.MaxPods
 	}
-	if len(nc.Addresses) == 0 && len(c.NodeIPs) > 0 {
-		for _, ip := range c.NodeIPs {
-			nc.Addresses = append(nc.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
-		}
-		nc.Addresses = append(nc.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: c.NodeName})
+	if len(nc.Addresses) == 0 && len(nc.NodeIPs) == 0 {
+		nc.NodeIPs = c.NodeIPs
 	}
 	// a.pleg is built after the controller; the check runs only in Run.
 	nc.HealthChecks = append([]node.HealthCheck{{Name: "PLEG", Check: a.PLEGHealthy}}, nc.HealthChecks...)

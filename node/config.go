@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -162,8 +163,17 @@ type Config struct {
 	// RootDir is the directory whose file system is the ephemeral-storage
 	// capacity of the default Machine. Default "/".
 	RootDir string
-	// Addresses are the node's addresses. Default: InternalIP of the
-	// host's first non-loopback address and Hostname.
+	// NodeIPs are the node's IPs, the kubelet's --node-ip: one, or two of
+	// different families (dual-stack, primary first), reported as
+	// InternalIPs in that order, then the Hostname address. A single
+	// "0.0.0.0" or "::" picks the host's address as the default does,
+	// preferring IPv4 or IPv6 as the kubelet's. Loopback, multicast and
+	// link-local addresses are refused. Exclusive with Addresses.
+	NodeIPs []string
+	// Addresses are the node's whole address list, for a node whose
+	// addresses are not the kubelet's (a provider's, ExternalIPs). Default
+	// (without NodeIPs): InternalIP of the host's first global unicast
+	// address (IPv4 first), or of Hostname if it is an IP, and Hostname.
 	Addresses []v1.NodeAddress
 	// Hostname is the kubernetes.io/hostname label and the Hostname
 	// address. Default NodeName (the kubelet's default when the node name
@@ -273,6 +283,12 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("%w: hard eviction threshold %s: want a quantity not negative or a percentage from 0 to 100%%", ErrInvalidConfig, h.Signal)
 		}
 	}
+	if err := validateNodeIPs(c.NodeIPs); err != nil {
+		return err
+	}
+	if len(c.NodeIPs) > 0 && len(c.Addresses) > 0 {
+		return fmt.Errorf("%w: NodeIPs and Addresses are exclusive", ErrInvalidConfig)
+	}
 	if c.MaxPods < 0 {
 		return fmt.Errorf("%w: negative MaxPods %d", ErrInvalidConfig, c.MaxPods)
 	}
@@ -335,6 +351,36 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Log.GetSink() == nil {
 		c.Log = logr.Discard()
+	}
+	return nil
+}
+
+// validateNodeIPs checks ips as the kubelet checks --node-ip: one IP, or
+// a dual-stack pair; an unspecified address only alone; no loopback,
+// multicast or link-local address.
+func validateNodeIPs(ips []string) error {
+	if len(ips) > 2 {
+		return fmt.Errorf("%w: NodeIPs %q: want one IP or a dual-stack pair", ErrInvalidConfig, ips)
+	}
+	var parsed []net.IP
+	for _, s := range ips {
+		ip := net.ParseIP(s)
+		switch {
+		case ip == nil:
+			return fmt.Errorf("%w: NodeIPs: %q is not an IP address", ErrInvalidConfig, s)
+		case ip.IsUnspecified() && len(ips) > 1:
+			return fmt.Errorf("%w: NodeIPs %q: an unspecified address only alone", ErrInvalidConfig, ips)
+		case ip.IsLoopback():
+			return fmt.Errorf("%w: NodeIPs: %s: node IP can't be a loopback address", ErrInvalidConfig, s)
+		case ip.IsMulticast():
+			return fmt.Errorf("%w: NodeIPs: %s: node IP can't be a multicast address", ErrInvalidConfig, s)
+		case ip.IsLinkLocalUnicast():
+			return fmt.Errorf("%w: NodeIPs: %s: node IP can't be a link-local unicast address", ErrInvalidConfig, s)
+		}
+		parsed = append(parsed, ip)
+	}
+	if len(parsed) == 2 && (parsed[0].To4() == nil) == (parsed[1].To4() == nil) {
+		return fmt.Errorf("%w: NodeIPs %q: a dual-stack pair must have one IPv4 and one IPv6 address", ErrInvalidConfig, ips)
 	}
 	return nil
 }

@@ -41,8 +41,8 @@
 // through NodeClient and LeaseClient, which client-go's
 // CoreV1().Nodes() and CoordinationV1().Leases("kube-node-lease") satisfy.
 // A virtual-kubelet style provider plugs in as a Provider (Ping,
-// NotifyNodeStatus); Setters adjust every computed status. A Controller also answers Get for its own Node,
-// so status.Manager can take it as its Nodes for mirror pods' owner
+// NotifyNodeStatus); Setters adjust every computed status. A Controller
+// also answers Get for its own Node, so status.Manager can take it as its Nodes for mirror pods' owner
 // references without another request, and InitialNode builds the Node it
 // would register, which admission checks pods against until the Node is
 // registered (the kubelet's initialNode). node/nodetest has a fake

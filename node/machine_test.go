@@ -192,3 +192,62 @@ func TestMachineIsReadAtEveryStatus(t *testing.T) {
 		assert.Equal(t, "boot-2", n.Status.NodeInfo.BootID)
 	})
 }
+
+// TestNodeAddress ports the kubelet's TestNodeAddress cases without a
+// cloud provider (setters_test.go): --node-ip's one IP or dual-stack pair
+// as InternalIPs in their order, a host name that is an IP as the
+// InternalIP, and the Hostname address last.
+func TestNodeAddress(t *testing.T) {
+	cases := []struct {
+		name      string
+		hostname  string
+		nodeIPs   []string
+		addresses []v1.NodeAddress
+		want      []v1.NodeAddress
+	}{{
+		name:    "NodeIP specified",
+		nodeIPs: []string{"10.1.1.1"},
+		want:    []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.1.1.1"}, {Type: v1.NodeHostName, Address: "n1"}},
+	}, {
+		name:    "dual-stack NodeIPs, IPv4 primary",
+		nodeIPs: []string{"10.1.1.1", "fd01::1234"},
+		want: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.1.1.1"}, {Type: v1.NodeInternalIP, Address: "fd01::1234"},
+			{Type: v1.NodeHostName, Address: "n1"}},
+	}, {
+		name:    "dual-stack NodeIPs, IPv6 primary, written in canonical form",
+		nodeIPs: []string{"fd01:0::1234", "10.1.1.1"},
+		want: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "fd01::1234"}, {Type: v1.NodeInternalIP, Address: "10.1.1.1"},
+			{Type: v1.NodeHostName, Address: "n1"}},
+	}, {
+		name:     "hostname override is an IP: used as the node IP",
+		hostname: "10.2.2.2",
+		want:     []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.2.2.2"}, {Type: v1.NodeHostName, Address: "10.2.2.2"}},
+	}, {
+		name:     "NodeIP wins over a hostname that is an IP",
+		hostname: "10.2.2.2",
+		nodeIPs:  []string{"10.1.1.1"},
+		want:     []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.1.1.1"}, {Type: v1.NodeHostName, Address: "10.2.2.2"}},
+	}, {
+		name:      "a whole address list is taken as given",
+		addresses: []v1.NodeAddress{{Type: v1.NodeExternalIP, Address: "192.0.2.1"}},
+		want:      []v1.NodeAddress{{Type: v1.NodeExternalIP, Address: "192.0.2.1"}},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctl, err := node.New(node.Config{NodeName: "n1", Nodes: nodetest.New().Nodes(), Machine: node.Machine{NumCores: 1},
+				Hostname: tc.hostname, NodeIPs: tc.nodeIPs, Addresses: tc.addresses})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, ctl.InitialNode(t.Context()).Status.Addresses)
+		})
+	}
+	t.Run("an unspecified NodeIP picks a host address, then the Hostname", func(t *testing.T) {
+		ctl, err := node.New(node.Config{NodeName: "n1", Nodes: nodetest.New().Nodes(), Machine: node.Machine{}, NodeIPs: []string{"0.0.0.0"}})
+		require.NoError(t, err)
+		got := ctl.InitialNode(t.Context()).Status.Addresses
+		require.NotEmpty(t, got)
+		assert.Equal(t, v1.NodeAddress{Type: v1.NodeHostName, Address: "n1"}, got[len(got)-1])
+		for _, a := range got[:len(got)-1] {
+			assert.Equal(t, v1.NodeInternalIP, a.Type)
+		}
+	})
+}

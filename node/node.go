@@ -90,10 +90,7 @@ func New(c Config) (*Controller, error) {
 	}
 	maps.Copy(ctl.labels, c.Labels)
 	ctl.runtime.DownAfter = c.RuntimeDownAfter
-	ctl.addresses = c.Addresses
-	if len(ctl.addresses) == 0 {
-		ctl.addresses = defaultAddresses(hostname)
-	}
+	ctl.addresses = nodeAddresses(c.Addresses, c.NodeIPs, hostname)
 	return ctl, nil
 }
 

@@ -826,6 +826,17 @@ func TestBadConfig(t *testing.T) {
 		{"invalid label", func(c *node.Config) { c.Labels = map[string]string{"a b": "c"} }, "label a b=c"},
 		{"hostname not a label value", func(c *node.Config) { c.Hostname = "a b" }, `Hostname "a b"`},
 		{"health check without func", func(c *node.Config) { c.HealthChecks = []node.HealthCheck{{Name: "x"}} }, "health check"},
+		{"negative PodsPerCore", func(c *node.Config) { c.PodsPerCore = -1 }, "negative PodsPerCore"},
+		{"negative KubeReserved", func(c *node.Config) { c.KubeReserved = rlist("memory", "-1Mi") }, "negative memory"},
+		{"hard eviction percentage above 100%", func(c *node.Config) {
+			c.EvictionHard = []node.HardEviction{{Signal: node.SignalNodeFsAvailable, Percentage: 1.5}}
+		}, "hard eviction threshold nodefs.available"},
+		{"three node IPs", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"10.0.0.1", "fd00::1", "10.0.0.2"} }, "want one IP or a dual-stack pair"},
+		{"a pair of one family", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"10.0.0.1", "10.0.0.2"} }, "one IPv4 and one IPv6"},
+		{"node IP not an IP", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"node-1"} }, `"node-1" is not an IP address`},
+		{"loopback node IP", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"127.0.0.1"} }, "can't be a loopback address"},
+		{"unspecified node IP in a pair", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"0.0.0.0", "fd00::1"} }, "unspecified address only alone"},
+		{"node IPs and addresses", func(c *node.Config) { c.NodeIPs = []string{"10.0.0.1"} }, "NodeIPs and Addresses are exclusive"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
