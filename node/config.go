@@ -196,6 +196,11 @@ type Config struct {
 	// ImageLocality score (it reads the list). A list the Node carried is
 	// cleared, and the runtime is not asked for its images for the status.
 	NoImages bool
+	// ImageRefreshPeriod is how often the runtime's image list is read for
+	// the status, the kubelet's image manager cache (imageCacheRefreshPeriod):
+	// each status computation takes the list read last, reading it again
+	// once it is this old. Default 30s.
+	ImageRefreshPeriod time.Duration
 
 	// UpdateFrequency is how often the status is computed, the kubelet's
 	// nodeStatusUpdateFrequency. Default 10s.
@@ -298,7 +303,7 @@ func (c *Config) setDefaults() error {
 	if c.KubeletPort < 0 && c.KubeletPort != NoKubeletPort {
 		return fmt.Errorf("%w: negative KubeletPort %d", ErrInvalidConfig, c.KubeletPort)
 	}
-	for _, d := range []time.Duration{c.UpdateFrequency, c.ReportFrequency, c.LeaseDuration, c.RenewInterval, c.RequestTimeout, c.RuntimeDownAfter} {
+	for _, d := range []time.Duration{c.UpdateFrequency, c.ReportFrequency, c.LeaseDuration, c.RenewInterval, c.RequestTimeout, c.RuntimeDownAfter, c.ImageRefreshPeriod} {
 		if d < 0 {
 			return fmt.Errorf("%w: negative duration %v", ErrInvalidConfig, d)
 		}
@@ -322,6 +327,7 @@ func (c *Config) setDefaults() error {
 	def(&c.RenewInterval, c.LeaseDuration/4)
 	def(&c.RequestTimeout, 10*time.Second)
 	def(&c.RuntimeDownAfter, 30*time.Second)
+	def(&c.ImageRefreshPeriod, 30*time.Second)
 	if c.LeaseDuration < time.Second {
 		return fmt.Errorf("%w: LeaseDuration %v below 1s", ErrInvalidConfig, c.LeaseDuration)
 	}

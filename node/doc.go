@@ -76,6 +76,7 @@
 // cannot watch, each status computation reads the Node from the
 // apiserver's cache (resourceVersion "0") first, as the kubelet's does
 // (it has its informer too), so SharedNode has others' changes within
-// UpdateFrequency. Images are listed from a runtime.ImageService on every
-// computation (the kubelet caches them).
+// UpdateFrequency. Images are listed from a runtime.ImageService at most
+// every ImageRefreshPeriod (30s), cached between, as the kubelet's image
+// manager caches them.
 package node

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/nodekit/nodekit/internal/runtimestate"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // The back-off of failed apiserver calls: the lease controller's, 200ms
@@ -65,6 +66,10 @@ type Controller struct {
 	lastReport time.Time
 	// runtime is the runtime's health as the status loop last heard it.
 	runtime runtimestate.State
+	// images is the runtime's image list as last read, at imagesAt (zero:
+	// never read).
+	images   []runtime.Image
+	imagesAt time.Time
 	// Owned by the lease loop.
 	lease *coordinationv1.Lease
 }

@@ -858,11 +858,31 @@ func TestImages(t *testing.T) {
 			require.NoError(t, err)
 		}
 		advance(10 * time.Second)
+		assert.Empty(t, e.node().Status.Images, "the list read at registration is cached for ImageRefreshPeriod")
+		advance(20 * time.Second)
 		imgs := e.node().Status.Images
 		require.Len(t, imgs, 2, "at most MaxImages")
 		assert.True(t, strings.HasSuffix(imgs[0].Names[0], ":1"))
-		advance(10 * time.Second)
+		advance(30 * time.Second)
 		assert.Equal(t, 1, statusUpdates(api), "the same images are no change")
+	})
+}
+
+// TestImageListIsCached: the status reads the runtime's images from a
+// cache refreshed every ImageRefreshPeriod (30s), as the kubelet's image
+// manager, not at every status computation (10s, and every 100ms until
+// the node is first Ready).
+func TestImageListIsCached(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, nodetest.New(), nil)
+		before := e.rt.CallCount("ListImages")
+		advance(5 * time.Minute)
+		assert.Equal(t, 10, e.rt.CallCount("ListImages")-before, "one read per 30s over 5m")
+
+		e2 := start(t, nodetest.New(), func(c *node.Config) { c.NodeName, c.ImageRefreshPeriod = "n2", time.Minute })
+		before = e2.rt.CallCount("ListImages")
+		advance(5 * time.Minute)
+		assert.Equal(t, 5, e2.rt.CallCount("ListImages")-before, "ImageRefreshPeriod sets the period")
 	})
 }
 
@@ -905,7 +925,7 @@ func TestMaxImages(t *testing.T) {
 					c.Runtime = rt
 					c.MaxImages, c.NoImages = tt.maxImages, tt.noImages
 				})
-				advance(10 * time.Second)
+				advance(30 * time.Second)
 				assert.Len(t, e.node().Status.Images, tt.want)
 				if tt.noImages {
 					assert.Zero(t, rt.CallCount("ListImages"), "the runtime is not asked")

@@ -257,11 +257,29 @@ func (c *Controller) runtimeState(ctx context.Context, rt runtime.Runtime, st *v
 	if is, ok := rt.(runtime.ImageService); ok {
 		if c.cfg.NoImages {
 			st.Images = nil
-		} else if imgs, err := is.ListImages(cctx); err == nil {
+		} else if imgs, ok := c.cachedImages(cctx, is, now); ok {
 			st.Images = imageList(imgs, old.Images, c.cfg.MaxImages)
 		}
 	}
 	return notReady
+}
+
+// cachedImages is the runtime's image list, read again when
+// ImageRefreshPeriod passed since the last read, as the kubelet's image
+// manager caches it; false until a read succeeded. A failed read keeps
+// the last list. The list is read in the status loop rather than by a
+// goroutine of its own (the kubelet's), so that on a fake clock the
+// status a computation sends does not depend on goroutine order.
+func (c *Controller) cachedImages(ctx context.Context, is runtime.ImageService, now time.Time) ([]runtime.Image, bool) {
+	if c.imagesAt.IsZero() || now.Sub(c.imagesAt) >= c.cfg.ImageRefreshPeriod {
+		imgs, err := is.ListImages(ctx)
+		if err != nil {
+			c.cfg.Log.V(2).Info("Failed to update image list", "err", err)
+		} else {
+			c.images, c.imagesAt = imgs, now
+		}
+	}
+	return c.images, !c.imagesAt.IsZero()
 }
 
 // runtimeVersion is "type://version", reusing old's string when equal.
