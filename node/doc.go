@@ -6,7 +6,10 @@
 // taints, capacity, allocatable, addresses, daemon endpoint and nodeInfo,
 // or reconciling the labels it owns on a Node that exists), then computes
 // the status every UpdateFrequency (10s) and sends it only when it changed
-// or ReportFrequency (5m) passed, the kubelet's rule with leases; as the
+// or ReportFrequency (5m) passed, the kubelet's rule with leases, as a
+// strategic merge patch of the status subresource where the NodeClient is
+// a NodePatcher too (client-go's is; the kubelet's PatchNodeStatus), else
+// with UpdateStatus; as the
 // kubelet's, an update is tried up to five times in a row, whatever fails,
 // each retry from the Node read again from storage, then waits for the
 // next computation. Its
@@ -42,9 +45,9 @@
 // CoreV1().Nodes() and CoordinationV1().Leases("kube-node-lease") satisfy.
 // A virtual-kubelet style provider plugs in as a Provider (Ping,
 // NotifyNodeStatus); Setters adjust every computed status. A Controller
-// also answers Get for its own Node, so status.Manager can take it as its Nodes for mirror pods' owner
-// references without another request, and InitialNode builds the Node it
-// would register, which admission checks pods against until the Node is
+// also answers Get for its own Node, so status.Manager can take it as its
+// Nodes for mirror pods' owner references without another request, and
+// InitialNode builds the Node it would register, which admission checks pods against until the Node is
 // registered (the kubelet's initialNode). node/nodetest has a fake
 // apiserver for both clients.
 //

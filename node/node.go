@@ -492,7 +492,8 @@ func (c *Controller) syncStatus(ctx context.Context) error {
 
 // tryUpdateStatus is one try of syncStatus, the kubelet's
 // tryUpdateNodeStatus: the status is computed from the Node as the
-// apiserver has it and written with UpdateStatus if it changed or is due.
+// apiserver has it and, if it changed or is due, sent as a patch (with a
+// NodePatcher, as the kubelet's) or with UpdateStatus.
 // The first try takes the Node held if it is fresh (watched, or read
 // within UpdateFrequency) and otherwise reads it from the apiserver's
 // cache (resourceVersion "0"); later tries read it from storage.
@@ -537,7 +538,13 @@ func (c *Controller) tryUpdateStatus(ctx context.Context, try int) error {
 		n.Labels[v1.LabelOSStable], n.Labels[v1.LabelArchStable] = goruntime.GOOS, goruntime.GOARCH
 	}
 	cctx, cancel := c.callCtx(ctx)
-	updated, err := c.cfg.Nodes.UpdateStatus(cctx, n, metav1.UpdateOptions{})
+	var updated *v1.Node
+	var err error
+	if p, ok := c.cfg.Nodes.(NodePatcher); ok {
+		updated, err = c.patchStatus(cctx, p, base, n)
+	} else {
+		updated, err = c.cfg.Nodes.UpdateStatus(cctx, n, metav1.UpdateOptions{})
+	}
 	cancel()
 	switch {
 	case apierrors.IsNotFound(err):
