@@ -167,8 +167,10 @@ type Config struct {
 	// different families (dual-stack, primary first), reported as
 	// InternalIPs in that order, then the Hostname address. A single
 	// "0.0.0.0" or "::" picks the host's address as the default does,
-	// preferring IPv4 or IPv6 as the kubelet's. Loopback, multicast and
-	// link-local addresses are refused. Exclusive with Addresses.
+	// preferring IPv4 or IPv6 as the kubelet's. Multicast and link-local
+	// addresses are refused; unlike the kubelet's, a loopback address or
+	// one not on the host is taken (simulated nodes, tests). Exclusive
+	// with Addresses.
 	NodeIPs []string
 	// Addresses are the node's whole address list, for a node whose
 	// addresses are not the kubelet's (a provider's, ExternalIPs). Default
@@ -362,8 +364,10 @@ func (c *Config) setDefaults() error {
 }
 
 // validateNodeIPs checks ips as the kubelet checks --node-ip: one IP, or
-// a dual-stack pair; an unspecified address only alone; no loopback,
-// multicast or link-local address.
+// a dual-stack pair; an unspecified address only alone; no multicast or
+// link-local address. Unlike the kubelet, a loopback address or one the
+// host does not have is taken: a simulated node's IPs are not the host's,
+// and tests run nodes on loopback.
 func validateNodeIPs(ips []string) error {
 	if len(ips) > 2 {
 		return fmt.Errorf("%w: NodeIPs %q: want one IP or a dual-stack pair", ErrInvalidConfig, ips)
@@ -376,8 +380,6 @@ func validateNodeIPs(ips []string) error {
 			return fmt.Errorf("%w: NodeIPs: %q is not an IP address", ErrInvalidConfig, s)
 		case ip.IsUnspecified() && len(ips) > 1:
 			return fmt.Errorf("%w: NodeIPs %q: an unspecified address only alone", ErrInvalidConfig, ips)
-		case ip.IsLoopback():
-			return fmt.Errorf("%w: NodeIPs: %s: node IP can't be a loopback address", ErrInvalidConfig, s)
 		case ip.IsMulticast():
 			return fmt.Errorf("%w: NodeIPs: %s: node IP can't be a multicast address", ErrInvalidConfig, s)
 		case ip.IsLinkLocalUnicast():

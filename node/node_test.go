@@ -834,7 +834,8 @@ func TestBadConfig(t *testing.T) {
 		{"three node IPs", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"10.0.0.1", "fd00::1", "10.0.0.2"} }, "want one IP or a dual-stack pair"},
 		{"a pair of one family", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"10.0.0.1", "10.0.0.2"} }, "one IPv4 and one IPv6"},
 		{"node IP not an IP", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"node-1"} }, `"node-1" is not an IP address`},
-		{"loopback node IP", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"127.0.0.1"} }, "can't be a loopback address"},
+		{"multicast node IP", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"224.0.0.1"} }, "can't be a multicast address"},
+		{"link-local node IP", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"fe80::1"} }, "can't be a link-local unicast address"},
 		{"unspecified node IP in a pair", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"0.0.0.0", "fd00::1"} }, "unspecified address only alone"},
 		{"node IPs and addresses", func(c *node.Config) { c.NodeIPs = []string{"10.0.0.1"} }, "NodeIPs and Addresses are exclusive"},
 	}
