@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"maps"
 	goruntime "runtime"
 	"sync"
 
@@ -69,6 +70,24 @@ func (h HostMachine) MachineInfo(context.Context) (Machine, error) {
 		KernelVersion:            readTrimmed("/proc/sys/kernel/osrelease"),
 		OSImage:                  osImage(),
 	}, nil
+}
+
+// machineResources is the capacity and allocatable of m (with
+// Config.Capacity and Allocatable), computed again only when m differs
+// from the last machine: the maps are shared with every status until then,
+// which only read them.
+func (c *Controller) machineResources(m Machine) (capacity, allocatable v1.ResourceList) {
+	c.machineMu.Lock()
+	defer c.machineMu.Unlock()
+	if c.lastMachine != nil && *c.lastMachine == m {
+		return c.machineCap, c.machineAlloc
+	}
+	capacity = c.machineCapacity(m)
+	maps.Copy(capacity, c.cfg.Capacity)
+	allocatable = c.allocatable(capacity)
+	maps.Copy(allocatable, c.cfg.Allocatable)
+	c.lastMachine, c.machineCap, c.machineAlloc = &m, capacity, allocatable
+	return capacity, allocatable
 }
 
 // machineCapacity is m's cpu, memory and ephemeral-storage, each that is

@@ -49,6 +49,12 @@ type Controller struct {
 	regOnce    sync.Once
 	started    atomic.Bool
 
+	// machineMu guards the last machine read and the resources computed
+	// from it (machineResources).
+	machineMu                sync.Mutex
+	lastMachine              *Machine
+	machineCap, machineAlloc v1.ResourceList
+
 	// settersMu keeps Setters from running twice at once.
 	settersMu sync.Mutex
 

@@ -127,15 +127,15 @@ func (c *Controller) setMachineStatus(ctx context.Context, st, old *v1.NodeStatu
 		}
 		info.MachineID, info.SystemUUID, info.BootID = old.NodeInfo.MachineID, old.NodeInfo.SystemUUID, old.NodeInfo.BootID
 		info.KernelVersion, info.OSImage = old.NodeInfo.KernelVersion, old.NodeInfo.OSImage
+		maps.Copy(st.Capacity, c.cfg.Capacity)
+		st.Allocatable = c.allocatable(st.Capacity)
+		maps.Copy(st.Allocatable, c.cfg.Allocatable)
 	} else {
-		st.Capacity = c.machineCapacity(m)
+		st.Capacity, st.Allocatable = c.machineResources(m)
 		info.MachineID, info.SystemUUID, info.BootID = m.MachineID, m.SystemUUID, m.BootID
 		info.KernelVersion, info.OSImage = m.KernelVersion, m.OSImage
 	}
 	st.NodeInfo = info
-	maps.Copy(st.Capacity, c.cfg.Capacity)
-	st.Allocatable = c.allocatable(st.Capacity)
-	maps.Copy(st.Allocatable, c.cfg.Allocatable)
 
 	c.mu.Lock()
 	provided := c.provided
