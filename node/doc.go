@@ -9,11 +9,10 @@
 // or ReportFrequency (5m) passed, the kubelet's rule with leases, as a
 // strategic merge patch of the status subresource where the NodeClient is
 // a NodePatcher too (client-go's is; the kubelet's PatchNodeStatus), else
-// with UpdateStatus; as the
-// kubelet's, an update is tried up to five times in a row, whatever fails,
-// each retry from the Node read again from storage, then waits for the
-// next computation. Its
-// conditions are the kubelet's: MemoryPressure, DiskPressure, PIDPressure
+// with UpdateStatus; as the kubelet's, an update is tried up to five times
+// in a row, whatever fails, each retry from the Node read again from
+// storage, then waits for the next computation. Its conditions are the
+// kubelet's: MemoryPressure, DiskPressure, PIDPressure
 // (from an optional PressureSource) and Ready, last, with reason
 // KubeletReady or KubeletNotReady and the kubelet's messages for a runtime
 // or network that is not ready, a runtime that has not answered ready for
