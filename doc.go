@@ -105,9 +105,8 @@
 //     never waits on the apiserver. (status)
 //   - No informers: the status manager does not notice a status someone
 //     else changed until its own next change of it (the periodic reconcile
-//     resends only what the apiserver has not acknowledged); the node
-//     controller lists images on every computation. Fewer moving parts and
-//     no client-go in the library. Single objects are watched, as the
+//     resends only what the apiserver has not acknowledged). Fewer moving
+//     parts and no client-go in the library. Single objects are watched, as the
 //     kubelet's informers and reflectors would keep them, where a client
 //     can watch: the node controller's own Node, as the kubelet's node
 //     informer (without a watch it reads the Node at each status
@@ -184,6 +183,13 @@
 //     runtime.WithKillMessage), else the agent's, so it is recorded once.
 //     FailedKillPod is not recorded for a kill cut short by a newer update
 //     of the pod. (agent)
+//   - The node controller reads the runtime's image list in its status
+//     loop once the last read is ImageRefreshPeriod (30s) old, rather than
+//     in a goroutine of its own as the kubelet's image manager, so that on
+//     a fake clock a status does not depend on goroutine order; -node-ip
+//     (node.Config.NodeIPs) takes a loopback address or one the host does
+//     not have, which the kubelet refuses (simulated nodes, tests); a new
+//     boot ID records no NodeRebooted event. (node)
 //   - Stats come without cadvisor: the node's and pods' CPU and memory
 //     from cgroups and /proc read at each summary, so pod CPU rates
 //     (usageNanoCores) appear only once stats.Provider.Run (or another

@@ -67,7 +67,7 @@ type Config struct {
 	// Node, when set, registers the node with the apiserver and keeps its
 	// status and Lease (package node); Node.Nodes is required then. The
 	// agent sets its NodeName and, where unset, Runtime, MaxPods (the pods
-	// capacity), Addresses (from NodeIPs), Clock and Log, and adds the
+	// capacity), NodeIPs (without Addresses), Clock and Log, and adds the
 	// PLEG's health to HealthChecks; the registered Node is then the owner
 	// of mirror pods. nil: no Node is registered.
 	Node *node.Config
@@ -76,7 +76,7 @@ type Config struct {
 	// Eviction.Summary (required then; the stats provider of
 	// /stats/summary), is the Node's PressureSource (MemoryPressure,
 	// DiskPressure, PIDPressure) unless Node sets one, takes its hard
-	// thresholds off the Node's allocatable (a Setter), is the first admit
+	// thresholds off the Node's allocatable (node.Config.EvictionHard), is the first admit
 	// handler (whatever AdmitHandlers is), and evicts pods through the
 	// kill path of critical pod preemption (Failed, reason Evicted, a
 	// DisruptionTarget condition). The agent fills, where unset,
@@ -92,7 +92,8 @@ type Config struct {
 	Secrets func(namespace string) SecretGetter
 	// NodeIPs are the node's addresses, primary first, reported as host IPs
 	// (and pod IPs of host-network pods); the first one's family is the
-	// primary family of pod IPs. Optional.
+	// primary family of pod IPs. With Node, they are its NodeIPs (one IP
+	// or a dual-stack pair, the kubelet's --node-ip). Optional.
 	NodeIPs []string
 
 	// SyncFrequency is how often every pod is synced again even without a

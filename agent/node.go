@@ -3,19 +3,20 @@ package agent
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/node"
 )
 
 // newNode builds the node controller of Config.Node: the agent's node
-// name, runtime, MaxPods (the pods capacity), clock and log, NodeIPs as
-// InternalIPs unless addresses are given, and the PLEG's health among the
-// checks that make the node NotReady; with Config.Eviction, the eviction
-// manager as pressure source and its allocatable setter.
+// name, runtime, MaxPods (the pods capacity), clock and log, NodeIPs (the
+// Node's InternalIPs) unless addresses are given, and the PLEG's health
+// among the checks that make the node NotReady; with Config.Eviction, the eviction
+// manager as pressure source and its hard thresholds kept off allocatable
+// (unless Config.Node sets EvictionHard).
 func (a *Agent) newNode() (*node.Controller, error) {
 	c := a.cfg
 	nc := *c.Node
@@ -26,11 +27,8 @@ func (a *Agent) newNode() (*node.Controller, error) {
 	if nc.MaxPods == 0 {
 		nc.MaxPods = c.MaxPods
 	}
-	if len(nc.Addresses) == 0 && len(c.NodeIPs) > 0 {
-		for _, ip := range c.NodeIPs {
-			nc.Addresses = append(nc.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
-		}
-		nc.Addresses = append(nc.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: c.NodeName})
+	if len(nc.Addresses) == 0 && len(nc.NodeIPs) == 0 {
+		nc.NodeIPs = c.NodeIPs
 	}
 	// a.pleg is built after the controller; the check runs only in Run.
 	nc.HealthChecks = append([]node.HealthCheck{{Name: "PLEG", Check: a.PLEGHealthy}}, nc.HealthChecks...)
@@ -38,7 +36,9 @@ func (a *Agent) newNode() (*node.Controller, error) {
 		if nc.Pressure == nil {
 			nc.Pressure = a.eviction
 		}
-		nc.Setters = append(slices.Clip(nc.Setters), a.eviction.SetNodeAllocatable)
+		if nc.EvictionHard == nil {
+			nc.EvictionHard = hardEvictions(a.eviction.Thresholds())
+		}
 	}
 	if nc.Clock == nil {
 		nc.Clock = c.Clock
@@ -54,6 +54,18 @@ func (a *Agent) newNode() (*node.Controller, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	return ctl, nil
+}
+
+// hardEvictions are the hard thresholds of ts as node allocatable takes
+// them; node keeps the kubelet's choice of signals.
+func hardEvictions(ts []eviction.Threshold) []node.HardEviction {
+	out := []node.HardEviction{}
+	for _, t := range ts {
+		if t.Hard() {
+			out = append(out, node.HardEviction{Signal: string(t.Signal), Quantity: t.Value.Quantity, Percentage: t.Value.Percentage})
+		}
+	}
+	return out
 }
 
 // Node returns the node controller of Config.Node, or nil without one.

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"slices"
 	"time"
@@ -51,9 +50,9 @@ func (a *Agent) newProber() (*prober.Manager, error) {
 func (a *Agent) Prober() *prober.Manager { return a.prober }
 
 // runProbeUpdates applies the prober's verdicts until ctx ends, as the
-// kubelet's sync loop does: readiness and startup go to the status
-// manager, and the pod is synced, which kills a container that failed its
-// liveness or startup probe.
+// kubelet's sync loop does (prober.ApplyUpdate): readiness and startup go
+// to the status manager, and the pod is synced, which kills a container
+// that failed its liveness or startup probe.
 func (a *Agent) runProbeUpdates(ctx context.Context) error {
 	for {
 		var u prober.Update
@@ -62,15 +61,8 @@ func (a *Agent) runProbeUpdates(ctx context.Context) error {
 			return nil
 		case u = <-a.prober.Updates():
 		}
-		switch u.Type {
-		case prober.Readiness:
-			a.status.SetContainerReadiness(u.PodUID, u.ContainerID, u.Result == prober.Success)
-		case prober.Startup:
-			a.status.SetContainerStartup(u.PodUID, u.ContainerID, u.Result == prober.Success)
-		case prober.Liveness:
-			if u.Result != prober.Failure {
-				continue
-			}
+		if !prober.ApplyUpdate(a.status, u) {
+			continue
 		}
 		if pod, ok := a.pods.GetPodByUID(u.PodUID); ok {
 			(*handler)(a).HandlePodSyncs(ctx, []*v1.Pod{pod})
@@ -79,57 +71,25 @@ func (a *Agent) runProbeUpdates(ctx context.Context) error {
 }
 
 // killUnhealthy stops the running containers (and sidecars) of pod whose
-// liveness or startup probe failed, as the kubelet's computePodActions, so
-// that the runtime's SyncPod restarts them as the restart policy and
-// back-off say. It returns the pod's status after the kills, or rs.
+// liveness or startup probe failed (prober's KillUnhealthy), as the
+// kubelet's computePodActions, so that the runtime's SyncPod restarts
+// them as the restart policy and back-off say. It records the Killing
+// events a runtime does not, and returns the pod's status after the
+// kills, or rs.
 func (a *Agent) killUnhealthy(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) (*runtime.PodStatus, error) {
-	if rs == nil || pod.DeletionTimestamp != nil {
-		return rs, nil
+	killed, err := a.prober.KillUnhealthy(ctx, a.cfg.Runtime, pod, rs)
+	es, ok := a.cfg.Runtime.(runtime.EventSource)
+	recorded := ok && es.RecordsEvents() // the runtime's Killing event says why
+	for _, u := range killed {
+		a.log.Info("Killed unhealthy container", "pod", podutil.FullName(pod), "container", u.Name, "reason", u.Message)
+		if !recorded {
+			a.containerEvent(pod, u.Name, v1.EventTypeNormal, ReasonKilling, u.Message)
+		}
 	}
-	killed := false
-	for _, cs := range rs.ContainerStatuses {
-		if cs.State != runtime.ContainerStateRunning {
-			continue
-		}
-		c, sidecar := probedContainer(pod, cs.Name)
-		if c == nil {
-			continue
-		}
-		var p *v1.Probe
-		kind := ""
-		if r, ok := a.prober.Result(prober.Liveness, cs.ID); ok && r == prober.Failure {
-			p, kind = c.LivenessProbe, "liveness"
-		} else if r, ok := a.prober.Result(prober.Startup, cs.ID); ok && r == prober.Failure {
-			p, kind = c.StartupProbe, "startup"
-		} else {
-			continue
-		}
-		msg := fmt.Sprintf("Container %s failed %s probe", c.Name, kind)
-		switch {
-		case sidecar:
-			msg = fmt.Sprintf("Init container %s failed %s probe", c.Name, kind)
-		case restarts(pod, c):
-			msg += ", will be restarted"
-		}
-		var grace *int64
-		if p != nil && p.TerminationGracePeriodSeconds != nil && pod.DeletionGracePeriodSeconds == nil {
-			grace = p.TerminationGracePeriodSeconds
-		}
-		a.log.Info("Killing unhealthy container", "pod", podutil.FullName(pod), "container", c.Name, "reason", msg)
-		kctx := ctx
-		if es, ok := a.cfg.Runtime.(runtime.EventSource); ok && es.RecordsEvents() {
-			kctx = runtime.WithKillMessage(ctx, msg) // the runtime's Killing event says why
-		} else {
-			a.containerEvent(pod, c.Name, v1.EventTypeNormal, ReasonKilling, msg)
-		}
-		one := runtime.Pod{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace,
-			Containers: []*runtime.Container{{ID: cs.ID, Name: cs.Name, Image: cs.Image, ImageID: cs.ImageID, Hash: cs.Hash, State: cs.State}}}
-		if err := a.cfg.Runtime.KillPod(kctx, pod, one, grace); err != nil {
-			return rs, fmt.Errorf("kill container %s after its failed %s probe: %w", c.Name, kind, err)
-		}
-		killed = true
+	if err != nil {
+		return rs, err
 	}
-	if !killed {
+	if len(killed) == 0 {
 		return rs, nil
 	}
 	// SyncPod decides on the restart from the state after the kill.
@@ -171,31 +131,6 @@ func (a *Agent) markStartupPending(pod *v1.Pod, rs *runtime.PodStatus) *runtime.
 		return rs
 	}
 	return out
-}
-
-// probedContainer returns the regular container or sidecar named name.
-func probedContainer(pod *v1.Pod, name string) (c *v1.Container, sidecar bool) {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i], false
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if c.Name == name && podutil.IsRestartableInitContainer(c) {
-			return c, true
-		}
-	}
-	return nil, false
-}
-
-// restarts reports whether a regular container killed by a probe is
-// started again: its own restart policy, else the pod's, is not Never.
-func restarts(pod *v1.Pod, c *v1.Container) bool {
-	if c.RestartPolicy != nil {
-		return *c.RestartPolicy != v1.ContainerRestartPolicyNever
-	}
-	return pod.Spec.RestartPolicy != v1.RestartPolicyNever
 }
 
 // containerEvent records an event on a container of pod, as the kubelet's

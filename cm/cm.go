@@ -348,7 +348,10 @@ func (m *Manager) Allocatable() v1.ResourceList { return m.allocatable.DeepCopy(
 // SetNodeAllocatable is a node status setter (it fits node.Setter): it sets
 // status.allocatable to the status's capacity minus SystemReserved,
 // KubeReserved and EvictionHard, per resource, leaving the capacity's other
-// resources (pods) as they are.
+// resources (pods) as they are. node.Config's SystemReserved,
+// KubeReserved and EvictionHard do the same arithmetic in the node
+// controller itself; use one or the other, or the reservations are taken
+// twice.
 func (m *Manager) SetNodeAllocatable(_ context.Context, status *v1.NodeStatus) error {
 	alloc := make(v1.ResourceList, len(status.Capacity))
 	for name, q := range status.Allocatable {

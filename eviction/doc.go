@@ -6,9 +6,10 @@
 //
 // Where it sits: a stats provider (the Summary of /stats/summary) feeds
 // it through SummaryProvider; the Manager is a node.PressureSource of the
-// node controller, an admission.PodAdmitHandler, and a node.Setter
-// (SetNodeAllocatable); it evicts through a PodKiller, the agent's kill
-// path. agent.Config.Eviction wires all of it.
+// node controller and an admission.PodAdmitHandler; its hard thresholds
+// (Thresholds) are what node.Config.EvictionHard keeps off allocatable; it
+// evicts through a PodKiller, the agent's kill path.
+// agent.Config.Eviction wires all of it.
 //
 // # Signals and thresholds
 //

@@ -169,12 +169,4 @@ func TestParseThresholdConfig(t *testing.T) {
 	assert.Equal(t, q("100Mi").Value(), def[1].Value.Quantity.Value())
 }
 
-func TestHardEvictionReservation(t *testing.T) {
-	ts := thresholds(t, "memory.available<100Mi,nodefs.available<10%", "memory.available<1Gi", "memory.available=1m", "")
-	got := eviction.HardEvictionReservation(ts, v1.ResourceList{v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourceEphemeralStorage: resource.MustParse("100Gi")})
-	assert.Equal(t, "100Mi", ptrQ(got[v1.ResourceMemory]).String(), "the soft threshold reserves nothing")
-	// 10% is a float32, as the kubelet's: 10Gi and a few bytes.
-	assert.Equal(t, int64(float64(100*gi)*float64(float32(0.1))), ptrQ(got[v1.ResourceEphemeralStorage]).Value())
-}
-
 func ptrQ(q resource.Quantity) *resource.Quantity { return &q }

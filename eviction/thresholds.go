@@ -1,7 +1,6 @@
 package eviction
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -298,58 +297,4 @@ func ParseMap(s, sep string) (map[string]string, error) {
 		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
 	return out, nil
-}
-
-// HardEvictionReservation is what the hard thresholds keep from pods by
-// resource, for node allocatable as the kubelet's
-// GetNodeAllocatableReservation: memory.available's quantity (or its
-// percentage of capacity) off memory, nodefs.available's off
-// ephemeral-storage; soft thresholds keep nothing. cm.Config.EvictionHard takes it.
-func HardEvictionReservation(thresholds []Threshold, capacity v1.ResourceList) v1.ResourceList {
-	out := v1.ResourceList{}
-	for _, t := range thresholds {
-		if !t.Hard() {
-			continue
-		}
-		var name v1.ResourceName
-		switch t.Signal {
-		case SignalMemoryAvailable:
-			name = v1.ResourceMemory
-		case SignalNodeFsAvailable:
-			name = v1.ResourceEphemeralStorage
-		default:
-			continue
-		}
-		c := capacity[name]
-		out[name] = *resource.NewQuantity(t.Value.quantity(c.Value()), resource.BinarySI)
-		if t.Value.Quantity != nil {
-			out[name] = t.Value.Quantity.DeepCopy()
-		}
-	}
-	return out
-}
-
-// SetNodeAllocatable is a node status setter (it fits node.Setter): it
-// takes the hard thresholds' reservation (HardEvictionReservation of the
-// status's capacity) off status.allocatable, as the kubelet's allocatable
-// does. Do not also give the thresholds to cm.Config.EvictionHard of a
-// cm.Manager whose SetNodeAllocatable runs: they would be taken twice.
-func (m *Manager) SetNodeAllocatable(_ context.Context, status *v1.NodeStatus) error {
-	reserved := HardEvictionReservation(m.cfg.Thresholds, status.Capacity)
-	if len(reserved) == 0 || status.Allocatable == nil {
-		return nil
-	}
-	alloc := make(v1.ResourceList, len(status.Allocatable))
-	for name, q := range status.Allocatable {
-		if r, ok := reserved[name]; ok {
-			q = q.DeepCopy()
-			q.Sub(r)
-			if q.Sign() < 0 {
-				q = *resource.NewQuantity(0, q.Format)
-			}
-		}
-		alloc[name] = q
-	}
-	status.Allocatable = alloc
-	return nil
 }

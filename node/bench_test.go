@@ -16,6 +16,12 @@ import (
 
 func benchController(b *testing.B, clk clock.Clock) (*Controller, *nodetest.Fake) {
 	b.Helper()
+	return benchControllerOn(b, clk, nil)
+}
+
+// benchControllerOn is benchController reading machine (nil: the host).
+func benchControllerOn(b *testing.B, clk clock.Clock, machine MachineInfo) (*Controller, *nodetest.Fake) {
+	b.Helper()
 	api := nodetest.New()
 	rt, err := fake.New(fake.Config{})
 	if err != nil {
@@ -31,6 +37,7 @@ func benchController(b *testing.B, clk clock.Clock) (*Controller, *nodetest.Fake
 		HealthChecks: []HealthCheck{{Name: "PLEG", Check: func() error { return nil }}},
 		Capacity:     v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi")},
 		Clock:        clk,
+		Machine:      machine,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -42,20 +49,29 @@ func benchController(b *testing.B, clk clock.Clock) (*Controller, *nodetest.Fake
 }
 
 // BenchmarkStatusComputation is one periodic computation of an unchanged
-// status (runtime status, version and images from the in-memory runtime, a
-// health check, conditions) and its comparison with the last one sent: what
-// a node does every 10s.
+// status (machine info, runtime status, version and cached images from
+// the in-memory runtime, a health check, conditions) and its comparison
+// with the last one sent: what a node does every 10s. On "host" the
+// machine info is read from /proc, /sys and /etc (HostMachine, kubenode's);
+// on "static" it is a Machine value (sim's).
 func BenchmarkStatusComputation(b *testing.B) {
-	ctl, _ := benchController(b, nil)
-	ctx := context.Background()
-	base := ctl.current()
-	now := time.Now()
-	b.ReportAllocs()
-	for b.Loop() {
-		st := ctl.computeStatus(ctx, &base.Status, now)
-		if statusChanged(&base.Status, st) {
-			b.Fatal("status changed")
-		}
+	for _, bc := range []struct {
+		name    string
+		machine MachineInfo
+	}{{"host", nil}, {"static", Machine{NumCores: 4, MemoryCapacity: 8 << 30, EphemeralStorageCapacity: 100 << 30}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctl, _ := benchControllerOn(b, nil, bc.machine)
+			ctx := context.Background()
+			base := ctl.current()
+			now := time.Now()
+			b.ReportAllocs()
+			for b.Loop() {
+				st := ctl.computeStatus(ctx, &base.Status, now)
+				if statusChanged(&base.Status, st) {
+					b.Fatal("status changed")
+				}
+			}
+		})
 	}
 }
 
@@ -109,5 +125,22 @@ func BenchmarkIdleHour(b *testing.B) {
 			b.ReportMetric(float64(gets), "node-gets/node/h")
 			b.ReportMetric(float64(other), "other-requests/node/h")
 		})
+	}
+}
+
+// BenchmarkStatusPatch is the building of one status patch (the kubelet's
+// two-way merge of old and new status) for a heartbeat: every condition's
+// heartbeat time moved, nothing else.
+func BenchmarkStatusPatch(b *testing.B) {
+	ctl, _ := benchController(b, nil)
+	ctx := context.Background()
+	old := ctl.current()
+	n := old.DeepCopy()
+	n.Status = *ctl.computeStatus(ctx, &old.Status, time.Now().Add(time.Minute))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := statusPatch(old, n); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

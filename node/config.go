@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -133,17 +134,48 @@ type Config struct {
 	Taints []v1.Taint
 	// MaxPods is the pods capacity. Default 110.
 	MaxPods int
-	// Capacity overrides the host's capacity per resource (cpu from the
-	// CPU count, memory from /proc/meminfo, ephemeral-storage from the file
-	// system of RootDir); pods comes from MaxPods.
+	// PodsPerCore, if positive, caps the pods capacity at this many per
+	// core of the Machine (the kubelet's --pods-per-core): it is then the
+	// lesser of MaxPods and PodsPerCore×cores. Default 0: MaxPods.
+	PodsPerCore int
+	// Machine is read on every status computation for the capacity's cpu,
+	// memory and ephemeral-storage and nodeInfo's machine identity, as the
+	// kubelet reads cadvisor's machine info. Default HostMachine of
+	// RootDir.
+	Machine MachineInfo
+	// Capacity overrides the Machine's capacity per resource; pods comes
+	// from MaxPods and PodsPerCore.
 	Capacity v1.ResourceList
-	// Allocatable overrides allocatable per resource. Default: the capacity.
+	// SystemReserved and KubeReserved are kept from pods, the kubelet's
+	// --system-reserved and --kube-reserved: allocatable is the capacity
+	// minus both and minus EvictionHard's thresholds, per resource, never
+	// below zero (the kubelet's node allocatable). Optional.
+	SystemReserved, KubeReserved v1.ResourceList
+	// EvictionHard are the hard eviction thresholds allocatable keeps from
+	// pods, the kubelet's --eviction-hard: memory.available's off memory,
+	// nodefs.available's off ephemeral-storage, a percentage of the
+	// capacity computed at each status. The agent fills it from
+	// agent.Config.Eviction. Optional.
+	EvictionHard []HardEviction
+	// Allocatable overrides allocatable per resource, after the
+	// reservations. Default: the capacity minus the reservations.
 	Allocatable v1.ResourceList
 	// RootDir is the directory whose file system is the ephemeral-storage
-	// capacity. Default "/".
+	// capacity of the default Machine. Default "/".
 	RootDir string
-	// Addresses are the node's addresses. Default: InternalIP of the
-	// host's first non-loopback address and Hostname.
+	// NodeIPs are the node's IPs, the kubelet's --node-ip: one, or two of
+	// different families (dual-stack, primary first), reported as
+	// InternalIPs in that order, then the Hostname address. A single
+	// "0.0.0.0" or "::" picks the host's address as the default does,
+	// preferring IPv4 or IPv6 as the kubelet's. Multicast and link-local
+	// addresses are refused; unlike the kubelet's, a loopback address or
+	// one not on the host is taken (simulated nodes, tests). Exclusive
+	// with Addresses.
+	NodeIPs []string
+	// Addresses are the node's whole address list, for a node whose
+	// addresses are not the kubelet's (a provider's, ExternalIPs). Default
+	// (without NodeIPs): InternalIP of the host's first global unicast
+	// address (IPv4 first), or of Hostname if it is an IP, and Hostname.
 	Addresses []v1.NodeAddress
 	// Hostname is the kubernetes.io/hostname label and the Hostname
 	// address. Default NodeName (the kubelet's default when the node name
@@ -166,6 +198,11 @@ type Config struct {
 	// ImageLocality score (it reads the list). A list the Node carried is
 	// cleared, and the runtime is not asked for its images for the status.
 	NoImages bool
+	// ImageRefreshPeriod is how often the runtime's image list is read for
+	// the status, the kubelet's image manager cache (imageCacheRefreshPeriod):
+	// each status computation takes the list read last, reading it again
+	// once it is this old. Default 30s.
+	ImageRefreshPeriod time.Duration
 
 	// UpdateFrequency is how often the status is computed, the kubelet's
 	// nodeStatusUpdateFrequency. Default 10s.
@@ -236,20 +273,39 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("%w: label %s=%s: %s", ErrInvalidConfig, k, v, strings.Join(errs, "; "))
 		}
 	}
-	for _, rl := range []v1.ResourceList{c.Capacity, c.Allocatable} {
+	for _, rl := range []v1.ResourceList{c.Capacity, c.Allocatable, c.SystemReserved, c.KubeReserved} {
 		for name, q := range rl {
 			if q.Sign() < 0 {
 				return fmt.Errorf("%w: negative %s %s", ErrInvalidConfig, name, q.String())
 			}
 		}
 	}
+	for name, a := range c.Allocatable {
+		if cp, ok := c.Capacity[name]; ok && a.Cmp(cp) > 0 {
+			return fmt.Errorf("%w: allocatable %s %s above capacity %s", ErrInvalidConfig, name, a.String(), cp.String())
+		}
+	}
+	for _, h := range c.EvictionHard {
+		if h.Quantity != nil && h.Quantity.Sign() < 0 || h.Percentage < 0 || h.Percentage > 1 {
+			return fmt.Errorf("%w: hard eviction threshold %s: want a quantity not negative or a percentage from 0 to 100%%", ErrInvalidConfig, h.Signal)
+		}
+	}
+	if err := validateNodeIPs(c.NodeIPs); err != nil {
+		return err
+	}
+	if len(c.NodeIPs) > 0 && len(c.Addresses) > 0 {
+		return fmt.Errorf("%w: NodeIPs and Addresses are exclusive", ErrInvalidConfig)
+	}
 	if c.MaxPods < 0 {
 		return fmt.Errorf("%w: negative MaxPods %d", ErrInvalidConfig, c.MaxPods)
+	}
+	if c.PodsPerCore < 0 {
+		return fmt.Errorf("%w: negative PodsPerCore %d", ErrInvalidConfig, c.PodsPerCore)
 	}
 	if c.KubeletPort < 0 && c.KubeletPort != NoKubeletPort {
 		return fmt.Errorf("%w: negative KubeletPort %d", ErrInvalidConfig, c.KubeletPort)
 	}
-	for _, d := range []time.Duration{c.UpdateFrequency, c.ReportFrequency, c.LeaseDuration, c.RenewInterval, c.RequestTimeout, c.RuntimeDownAfter} {
+	for _, d := range []time.Duration{c.UpdateFrequency, c.ReportFrequency, c.LeaseDuration, c.RenewInterval, c.RequestTimeout, c.RuntimeDownAfter, c.ImageRefreshPeriod} {
 		if d < 0 {
 			return fmt.Errorf("%w: negative duration %v", ErrInvalidConfig, d)
 		}
@@ -273,6 +329,7 @@ func (c *Config) setDefaults() error {
 	def(&c.RenewInterval, c.LeaseDuration/4)
 	def(&c.RequestTimeout, 10*time.Second)
 	def(&c.RuntimeDownAfter, 30*time.Second)
+	def(&c.ImageRefreshPeriod, 30*time.Second)
 	if c.LeaseDuration < time.Second {
 		return fmt.Errorf("%w: LeaseDuration %v below 1s", ErrInvalidConfig, c.LeaseDuration)
 	}
@@ -294,11 +351,44 @@ func (c *Config) setDefaults() error {
 	if c.RootDir == "" {
 		c.RootDir = "/"
 	}
+	if c.Machine == nil {
+		c.Machine = HostMachine{RootDir: c.RootDir}
+	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
 	if c.Log.GetSink() == nil {
 		c.Log = logr.Discard()
+	}
+	return nil
+}
+
+// validateNodeIPs checks ips as the kubelet checks --node-ip: one IP, or
+// a dual-stack pair; an unspecified address only alone; no multicast or
+// link-local address. Unlike the kubelet, a loopback address or one the
+// host does not have is taken: a simulated node's IPs are not the host's,
+// and tests run nodes on loopback.
+func validateNodeIPs(ips []string) error {
+	if len(ips) > 2 {
+		return fmt.Errorf("%w: NodeIPs %q: want one IP or a dual-stack pair", ErrInvalidConfig, ips)
+	}
+	var parsed []net.IP
+	for _, s := range ips {
+		ip := net.ParseIP(s)
+		switch {
+		case ip == nil:
+			return fmt.Errorf("%w: NodeIPs: %q is not an IP address", ErrInvalidConfig, s)
+		case ip.IsUnspecified() && len(ips) > 1:
+			return fmt.Errorf("%w: NodeIPs %q: an unspecified address only alone", ErrInvalidConfig, ips)
+		case ip.IsMulticast():
+			return fmt.Errorf("%w: NodeIPs: %s: node IP can't be a multicast address", ErrInvalidConfig, s)
+		case ip.IsLinkLocalUnicast():
+			return fmt.Errorf("%w: NodeIPs: %s: node IP can't be a link-local unicast address", ErrInvalidConfig, s)
+		}
+		parsed = append(parsed, ip)
+	}
+	if len(parsed) == 2 && (parsed[0].To4() == nil) == (parsed[1].To4() == nil) {
+		return fmt.Errorf("%w: NodeIPs %q: a dual-stack pair must have one IPv4 and one IPv6 address", ErrInvalidConfig, ips)
 	}
 	return nil
 }

@@ -6,11 +6,13 @@
 // taints, capacity, allocatable, addresses, daemon endpoint and nodeInfo,
 // or reconciling the labels it owns on a Node that exists), then computes
 // the status every UpdateFrequency (10s) and sends it only when it changed
-// or ReportFrequency (5m) passed, the kubelet's rule with leases; as the
-// kubelet's, an update is tried up to five times in a row, whatever fails,
-// each retry from the Node read again from storage, then waits for the
-// next computation. Its
-// conditions are the kubelet's: MemoryPressure, DiskPressure, PIDPressure
+// or ReportFrequency (5m) passed, the kubelet's rule with leases, as a
+// strategic merge patch of the status subresource where the NodeClient is
+// a NodePatcher too (client-go's is; the kubelet's PatchNodeStatus), else
+// with UpdateStatus; as the kubelet's, an update is tried up to five times
+// in a row, whatever fails, each retry from the Node read again from
+// storage, then waits for the next computation. Its conditions are the
+// kubelet's: MemoryPressure, DiskPressure, PIDPressure
 // (from an optional PressureSource) and Ready, last, with reason
 // KubeletReady or KubeletNotReady and the kubelet's messages for a runtime
 // or network that is not ready, a runtime that has not answered ready for
@@ -27,16 +29,24 @@
 // and 12 status updates an hour, and its Node's watch (without a watch,
 // 360 reads of the Node, as the kubelet's).
 //
+// Capacity and nodeInfo come from a MachineInfo read at every
+// computation (HostMachine by default, as the kubelet reads cadvisor's
+// machine info; Machine and FakeMachine for simulations and tests), the
+// pods capacity from MaxPods and PodsPerCore; allocatable is the capacity
+// minus SystemReserved, KubeReserved and the EvictionHard thresholds
+// (memory.available off memory, nodefs.available off ephemeral-storage,
+// percentages of the capacity), never below zero, as the kubelet's node
+// allocatable.
+//
 // Where it sits: beside the pod path. The agent (or any program) gives it
 // the runtime, the PLEG's health and MaxPods; it talks to the apiserver
 // through NodeClient and LeaseClient, which client-go's
 // CoreV1().Nodes() and CoordinationV1().Leases("kube-node-lease") satisfy.
 // A virtual-kubelet style provider plugs in as a Provider (Ping,
-// NotifyNodeStatus); Setters adjust every computed status (allocatable after
-// reservations, for one). A Controller also answers Get for its own Node,
-// so status.Manager can take it as its Nodes for mirror pods' owner
-// references without another request, and InitialNode builds the Node it
-// would register, which admission checks pods against until the Node is
+// NotifyNodeStatus); Setters adjust every computed status. A Controller
+// also answers Get for its own Node, so status.Manager can take it as its
+// Nodes for mirror pods' owner references without another request, and
+// InitialNode builds the Node it would register, which admission checks pods against until the Node is
 // registered (the kubelet's initialNode). node/nodetest has a fake
 // apiserver for both clients.
 //
@@ -68,6 +78,7 @@
 // cannot watch, each status computation reads the Node from the
 // apiserver's cache (resourceVersion "0") first, as the kubelet's does
 // (it has its informer too), so SharedNode has others' changes within
-// UpdateFrequency. Images are listed from a runtime.ImageService on every
-// computation (the kubelet caches them).
+// UpdateFrequency. Images are listed from a runtime.ImageService at most
+// every ImageRefreshPeriod (30s), cached between, as the kubelet's image
+// manager caches them.
 package node

@@ -5,28 +5,11 @@ import (
 	"bytes"
 	"net"
 	"os"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
-
-// hostCapacity is the host's cpu, memory and ephemeral-storage, each only
-// where it can be read.
-func hostCapacity(rootDir string) v1.ResourceList {
-	rl := v1.ResourceList{
-		v1.ResourceCPU: *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
-	}
-	if mem := memTotal(); mem > 0 {
-		rl[v1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
-	}
-	if disk := fsCapacity(rootDir); disk > 0 {
-		rl[v1.ResourceEphemeralStorage] = *resource.NewQuantity(disk, resource.BinarySI)
-	}
-	return rl
-}
 
 // memTotal is MemTotal from /proc/meminfo in bytes, or 0.
 func memTotal() int64 {
@@ -47,20 +30,6 @@ func memTotal() int64 {
 		}
 	}
 	return 0
-}
-
-// systemInfo is the nodeInfo the host gives, each field only where it can
-// be read (the kubelet reads the same files through cadvisor).
-func systemInfo() v1.NodeSystemInfo {
-	return v1.NodeSystemInfo{
-		MachineID:       readTrimmed("/etc/machine-id"),
-		SystemUUID:      readTrimmed("/sys/class/dmi/id/product_uuid"),
-		BootID:          readTrimmed("/proc/sys/kernel/random/boot_id"),
-		KernelVersion:   readTrimmed("/proc/sys/kernel/osrelease"),
-		OSImage:         osImage(),
-		OperatingSystem: goruntime.GOOS,
-		Architecture:    goruntime.GOARCH,
-	}
 }
 
 func readTrimmed(path string) string {
@@ -91,28 +60,56 @@ func osImage() string {
 	return ""
 }
 
-// defaultAddresses is InternalIP of the host's first global unicast
-// address (IPv4 first), and Hostname.
-func defaultAddresses(hostname string) []v1.NodeAddress {
-	var out []v1.NodeAddress
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		var v6 string
-		for _, a := range addrs {
-			ipn, ok := a.(*net.IPNet)
-			if !ok || !ipn.IP.IsGlobalUnicast() {
-				continue
-			}
-			if ipn.IP.To4() != nil {
-				out = append(out, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ipn.IP.String()})
-				break
-			}
-			if v6 == "" {
-				v6 = ipn.IP.String()
-			}
+// nodeAddresses is the node's address list, as the kubelet's NodeAddress
+// setter without a cloud provider: addresses as given; else the NodeIPs as
+// InternalIPs, primary first; else the host's first global unicast
+// address (see defaultAddresses); then Hostname.
+func nodeAddresses(addresses []v1.NodeAddress, nodeIPs []string, hostname string) []v1.NodeAddress {
+	if len(addresses) > 0 {
+		return addresses
+	}
+	preferV6 := false
+	if len(nodeIPs) == 1 {
+		if ip := net.ParseIP(nodeIPs[0]); ip.IsUnspecified() {
+			preferV6, nodeIPs = ip.To4() == nil, nil
 		}
-		if len(out) == 0 && v6 != "" {
-			out = append(out, v1.NodeAddress{Type: v1.NodeInternalIP, Address: v6})
+	}
+	var out []v1.NodeAddress
+	switch {
+	case len(nodeIPs) > 0:
+		for _, ip := range nodeIPs {
+			out = append(out, v1.NodeAddress{Type: v1.NodeInternalIP, Address: net.ParseIP(ip).String()})
+		}
+	case net.ParseIP(hostname) != nil:
+		// The kubelet uses a host name that is an IP as the node's IP.
+		out = append(out, v1.NodeAddress{Type: v1.NodeInternalIP, Address: hostname})
+	default:
+		if ip := hostIP(preferV6); ip != "" {
+			out = append(out, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
 		}
 	}
 	return append(out, v1.NodeAddress{Type: v1.NodeHostName, Address: hostname})
+}
+
+// hostIP is the host's first global unicast address of the preferred
+// family, else of the other, else "".
+func hostIP(preferV6 bool) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	var other string
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || !ipn.IP.IsGlobalUnicast() {
+			continue
+		}
+		if (ipn.IP.To4() == nil) == preferV6 {
+			return ipn.IP.String()
+		}
+		if other == "" {
+			other = ipn.IP.String()
+		}
+	}
+	return other
 }

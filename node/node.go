@@ -13,12 +13,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/nodekit/nodekit/internal/runtimestate"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // The back-off of failed apiserver calls: the lease controller's, 200ms
@@ -41,16 +41,19 @@ const (
 type Controller struct {
 	cfg Config
 
-	labels      map[string]string
-	capacity    v1.ResourceList
-	allocatable v1.ResourceList
-	addresses   []v1.NodeAddress
-	sysInfo     v1.NodeSystemInfo
+	labels    map[string]string
+	addresses []v1.NodeAddress
 
 	trigger    chan struct{}
 	registered chan struct{}
 	regOnce    sync.Once
 	started    atomic.Bool
+
+	// machineMu guards the last machine read and the resources computed
+	// from it (machineResources).
+	machineMu                sync.Mutex
+	lastMachine              *Machine
+	machineCap, machineAlloc v1.ResourceList
 
 	// settersMu keeps Setters from running twice at once.
 	settersMu sync.Mutex
@@ -69,12 +72,16 @@ type Controller struct {
 	lastReport time.Time
 	// runtime is the runtime's health as the status loop last heard it.
 	runtime runtimestate.State
+	// images is the runtime's image list as last read, at imagesAt (zero:
+	// never read).
+	images   []runtime.Image
+	imagesAt time.Time
 	// Owned by the lease loop.
 	lease *coordinationv1.Lease
 }
 
-// New checks c, fills its defaults and reads the host's capacity and
-// system info. Nothing is sent until Run.
+// New checks c and fills its defaults. Nothing is read or sent until Run
+// (or InitialNode).
 func New(c Config) (*Controller, error) {
 	if err := c.setDefaults(); err != nil {
 		return nil, err
@@ -83,9 +90,7 @@ func New(c Config) (*Controller, error) {
 		cfg:        c,
 		trigger:    make(chan struct{}, 1),
 		registered: make(chan struct{}),
-		sysInfo:    systemInfo(),
 	}
-	ctl.sysInfo.KubeletVersion = c.KubeletVersion
 	hostname := c.Hostname
 	ctl.labels = map[string]string{
 		v1.LabelHostname:   hostname,
@@ -95,21 +100,8 @@ func New(c Config) (*Controller, error) {
 		labelArchBeta:      goruntime.GOARCH,
 	}
 	maps.Copy(ctl.labels, c.Labels)
-	ctl.capacity = hostCapacity(c.RootDir)
-	maps.Copy(ctl.capacity, c.Capacity)
-	ctl.capacity[v1.ResourcePods] = *resource.NewQuantity(int64(c.MaxPods), resource.DecimalSI)
-	ctl.allocatable = ctl.capacity.DeepCopy()
-	maps.Copy(ctl.allocatable, c.Allocatable)
-	for name, a := range ctl.allocatable {
-		if cp, ok := ctl.capacity[name]; ok && a.Cmp(cp) > 0 {
-			return nil, fmt.Errorf("%w: allocatable %s %s above capacity %s", ErrInvalidConfig, name, a.String(), cp.String())
-		}
-	}
 	ctl.runtime.DownAfter = c.RuntimeDownAfter
-	ctl.addresses = c.Addresses
-	if len(ctl.addresses) == 0 {
-		ctl.addresses = defaultAddresses(hostname)
-	}
+	ctl.addresses = nodeAddresses(c.Addresses, c.NodeIPs, hostname)
 	return ctl, nil
 }
 
@@ -360,7 +352,7 @@ func (c *Controller) newNode() *v1.Node {
 // the controller's.
 func (c *Controller) InitialNode(ctx context.Context) *v1.Node {
 	n := c.newNode()
-	c.setMachineStatus(&n.Status, &v1.NodeStatus{})
+	c.setMachineStatus(ctx, &n.Status, &v1.NodeStatus{})
 	c.runSetters(ctx, &n.Status)
 	return n
 }
@@ -506,7 +498,8 @@ func (c *Controller) syncStatus(ctx context.Context) error {
 
 // tryUpdateStatus is one try of syncStatus, the kubelet's
 // tryUpdateNodeStatus: the status is computed from the Node as the
-// apiserver has it and written with UpdateStatus if it changed or is due.
+// apiserver has it and, if it changed or is due, sent as a patch (with a
+// NodePatcher, as the kubelet's) or with UpdateStatus.
 // The first try takes the Node held if it is fresh (watched, or read
 // within UpdateFrequency) and otherwise reads it from the apiserver's
 // cache (resourceVersion "0"); later tries read it from storage.
@@ -551,7 +544,13 @@ func (c *Controller) tryUpdateStatus(ctx context.Context, try int) error {
 		n.Labels[v1.LabelOSStable], n.Labels[v1.LabelArchStable] = goruntime.GOOS, goruntime.GOARCH
 	}
 	cctx, cancel := c.callCtx(ctx)
-	updated, err := c.cfg.Nodes.UpdateStatus(cctx, n, metav1.UpdateOptions{})
+	var updated *v1.Node
+	var err error
+	if p, ok := c.cfg.Nodes.(NodePatcher); ok {
+		updated, err = c.patchStatus(cctx, p, base, n)
+	} else {
+		updated, err = c.cfg.Nodes.UpdateStatus(cctx, n, metav1.UpdateOptions{})
+	}
 	cancel()
 	switch {
 	case apierrors.IsNotFound(err):

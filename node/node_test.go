@@ -826,6 +826,18 @@ func TestBadConfig(t *testing.T) {
 		{"invalid label", func(c *node.Config) { c.Labels = map[string]string{"a b": "c"} }, "label a b=c"},
 		{"hostname not a label value", func(c *node.Config) { c.Hostname = "a b" }, `Hostname "a b"`},
 		{"health check without func", func(c *node.Config) { c.HealthChecks = []node.HealthCheck{{Name: "x"}} }, "health check"},
+		{"negative PodsPerCore", func(c *node.Config) { c.PodsPerCore = -1 }, "negative PodsPerCore"},
+		{"negative KubeReserved", func(c *node.Config) { c.KubeReserved = rlist("memory", "-1Mi") }, "negative memory"},
+		{"hard eviction percentage above 100%", func(c *node.Config) {
+			c.EvictionHard = []node.HardEviction{{Signal: node.SignalNodeFsAvailable, Percentage: 1.5}}
+		}, "hard eviction threshold nodefs.available"},
+		{"three node IPs", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"10.0.0.1", "fd00::1", "10.0.0.2"} }, "want one IP or a dual-stack pair"},
+		{"a pair of one family", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"10.0.0.1", "10.0.0.2"} }, "one IPv4 and one IPv6"},
+		{"node IP not an IP", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"node-1"} }, `"node-1" is not an IP address`},
+		{"multicast node IP", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"224.0.0.1"} }, "can't be a multicast address"},
+		{"link-local node IP", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"fe80::1"} }, "can't be a link-local unicast address"},
+		{"unspecified node IP in a pair", func(c *node.Config) { c.Addresses, c.NodeIPs = nil, []string{"0.0.0.0", "fd00::1"} }, "unspecified address only alone"},
+		{"node IPs and addresses", func(c *node.Config) { c.NodeIPs = []string{"10.0.0.1"} }, "NodeIPs and Addresses are exclusive"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -847,11 +859,31 @@ func TestImages(t *testing.T) {
 			require.NoError(t, err)
 		}
 		advance(10 * time.Second)
+		assert.Empty(t, e.node().Status.Images, "the list read at registration is cached for ImageRefreshPeriod")
+		advance(20 * time.Second)
 		imgs := e.node().Status.Images
 		require.Len(t, imgs, 2, "at most MaxImages")
 		assert.True(t, strings.HasSuffix(imgs[0].Names[0], ":1"))
-		advance(10 * time.Second)
+		advance(30 * time.Second)
 		assert.Equal(t, 1, statusUpdates(api), "the same images are no change")
+	})
+}
+
+// TestImageListIsCached: the status reads the runtime's images from a
+// cache refreshed every ImageRefreshPeriod (30s), as the kubelet's image
+// manager, not at every status computation (10s, and every 100ms until
+// the node is first Ready).
+func TestImageListIsCached(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := start(t, nodetest.New(), nil)
+		before := e.rt.CallCount("ListImages")
+		advance(5 * time.Minute)
+		assert.Equal(t, 10, e.rt.CallCount("ListImages")-before, "one read per 30s over 5m")
+
+		e2 := start(t, nodetest.New(), func(c *node.Config) { c.NodeName, c.ImageRefreshPeriod = "n2", time.Minute })
+		before = e2.rt.CallCount("ListImages")
+		advance(5 * time.Minute)
+		assert.Equal(t, 5, e2.rt.CallCount("ListImages")-before, "ImageRefreshPeriod sets the period")
 	})
 }
 
@@ -894,7 +926,7 @@ func TestMaxImages(t *testing.T) {
 					c.Runtime = rt
 					c.MaxImages, c.NoImages = tt.maxImages, tt.noImages
 				})
-				advance(10 * time.Second)
+				advance(30 * time.Second)
 				assert.Len(t, e.node().Status.Images, tt.want)
 				if tt.noImages {
 					assert.Zero(t, rt.CallCount("ListImages"), "the runtime is not asked")

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/podutil"
@@ -32,7 +34,7 @@ const maxNamesPerImage = 5
 // and slices not owned may be shared with old.
 func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now time.Time) *v1.NodeStatus {
 	st := *old
-	provided := c.setMachineStatus(&st, old)
+	provided := c.setMachineStatus(ctx, &st, old)
 
 	// The kubelet's order: the runtime's state and health checks, the
 	// runtime's readiness, the network's, then missing capacity.
@@ -104,11 +106,35 @@ func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now 
 // controller's, others' extended resources of old kept), addresses, the
 // daemon endpoint and nodeInfo but the runtime version. It returns the
 // provider's last node, or nil.
-func (c *Controller) setMachineStatus(st, old *v1.NodeStatus) *v1.Node {
-	st.Capacity, st.Allocatable, st.Addresses = c.capacity, c.allocatable, c.addresses
+func (c *Controller) setMachineStatus(ctx context.Context, st, old *v1.NodeStatus) *v1.Node {
+	st.Addresses = c.addresses
 	st.DaemonEndpoints.KubeletEndpoint.Port = c.cfg.KubeletPort
-	info := c.sysInfo
-	info.Swap, info.RunningInUserNamespace = old.NodeInfo.Swap, old.NodeInfo.RunningInUserNamespace
+	info := v1.NodeSystemInfo{
+		OperatingSystem: goruntime.GOOS, Architecture: goruntime.GOARCH, KubeletVersion: c.cfg.KubeletVersion,
+		Swap: old.NodeInfo.Swap, RunningInUserNamespace: old.NodeInfo.RunningInUserNamespace,
+	}
+	m, err := c.cfg.Machine.MachineInfo(ctx)
+	if err != nil {
+		// As the kubelet: cpu and memory 0, the machine's identity as it was.
+		c.cfg.Log.Error(err, "Error getting machine info")
+		st.Capacity = v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewMilliQuantity(0, resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(0, resource.BinarySI),
+			v1.ResourcePods:   *resource.NewQuantity(int64(c.cfg.MaxPods), resource.DecimalSI),
+		}
+		if q, ok := old.Capacity[v1.ResourceEphemeralStorage]; ok {
+			st.Capacity[v1.ResourceEphemeralStorage] = q
+		}
+		info.MachineID, info.SystemUUID, info.BootID = old.NodeInfo.MachineID, old.NodeInfo.SystemUUID, old.NodeInfo.BootID
+		info.KernelVersion, info.OSImage = old.NodeInfo.KernelVersion, old.NodeInfo.OSImage
+		maps.Copy(st.Capacity, c.cfg.Capacity)
+		st.Allocatable = c.allocatable(st.Capacity)
+		maps.Copy(st.Allocatable, c.cfg.Allocatable)
+	} else {
+		st.Capacity, st.Allocatable = c.machineResources(m)
+		info.MachineID, info.SystemUUID, info.BootID = m.MachineID, m.SystemUUID, m.BootID
+		info.KernelVersion, info.OSImage = m.KernelVersion, m.OSImage
+	}
 	st.NodeInfo = info
 
 	c.mu.Lock()
@@ -231,11 +257,29 @@ func (c *Controller) runtimeState(ctx context.Context, rt runtime.Runtime, st *v
 	if is, ok := rt.(runtime.ImageService); ok {
 		if c.cfg.NoImages {
 			st.Images = nil
-		} else if imgs, err := is.ListImages(cctx); err == nil {
+		} else if imgs, ok := c.cachedImages(cctx, is, now); ok {
 			st.Images = imageList(imgs, old.Images, c.cfg.MaxImages)
 		}
 	}
 	return notReady
+}
+
+// cachedImages is the runtime's image list, read again when
+// ImageRefreshPeriod passed since the last read, as the kubelet's image
+// manager caches it; false until a read succeeded. A failed read keeps
+// the last list. The list is read in the status loop rather than by a
+// goroutine of its own (the kubelet's), so that on a fake clock the
+// status a computation sends does not depend on goroutine order.
+func (c *Controller) cachedImages(ctx context.Context, is runtime.ImageService, now time.Time) ([]runtime.Image, bool) {
+	if c.imagesAt.IsZero() || now.Sub(c.imagesAt) >= c.cfg.ImageRefreshPeriod {
+		imgs, err := is.ListImages(ctx)
+		if err != nil {
+			c.cfg.Log.V(2).Info("Failed to update image list", "err", err)
+		} else {
+			c.images, c.imagesAt = imgs, now
+		}
+	}
+	return c.images, !c.imagesAt.IsZero()
 }
 
 // runtimeVersion is "type://version", reusing old's string when equal.

@@ -32,4 +32,18 @@
 // ProbeOnce runs one probe of a container now and returns its verdict and
 // output, with no worker, result or event: for a program that schedules
 // probes itself, or checks one by hand.
+//
+// The glue the agent uses between the verdicts, the pod statuses and the
+// kills is exported for a program that composes the packages itself:
+// ApplyUpdate hands an Update to the status manager (StatusSetter) and
+// says whether the pod must be synced again; in that sync, KillUnhealthy
+// kills the running containers whose liveness or startup verdict is
+// Failure, with the kubelet's Killing messages and the probe's
+// terminationGracePeriodSeconds (Unhealthy lists them without killing).
+//
+//	for u := range m.Updates() {
+//		if prober.ApplyUpdate(statusManager, u) {
+//			resync(u.PodUID) // whose sync calls m.KillUnhealthy(ctx, rt, pod, rs)
+//		}
+//	}
 package prober

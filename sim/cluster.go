@@ -305,7 +305,12 @@ func (n *Node) startLocked() error {
 			v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
 		}
 	}
-	if len(nc.Addresses) == 0 {
+	if nc.Machine == nil {
+		// The same machine as the capacity, read from no host file: a
+		// simulated node's nodeInfo is the same on every run and host.
+		nc.Machine = node.Machine{NumCores: 4, MemoryCapacity: 16 << 30, EphemeralStorageCapacity: 100 << 30}
+	}
+	if len(nc.Addresses) == 0 && len(nc.NodeIPs) == 0 {
 		nc.Addresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: n.name}}
 	}
 	ac.Node = nc

@@ -50,7 +50,7 @@
 //	cl.CreatePod(ctx, pod)                 // or cl.Pods("default").Create(...)
 //	cl.RunFor(ctx, time.Hour)              // virtual: well under a second
 //	p, _ := cl.Pod("default", pod.Name)    // status as the agent wrote it
-//	for _, e := range cl.Events() { ... }  // "00:00:11 Pod default/web phase Running"
+//	for _, e := range cl.Events() { ... }  // "00:00:01 Pod default/web phase Running"
 //
 // Virtual time, two ways. By default the cluster owns a virtual Clock:
 // RunFor, RunUntil and Settle wait until no goroutine of the process can

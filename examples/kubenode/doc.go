@@ -14,13 +14,17 @@
 // no commands: containers run until stopped, init containers exit 0. It
 // takes the standalone agent's flags too (-pod-manifest-path, -manifest-url,
 // -max-pods, -sync-frequency, the DNS flags and, with -cri, the QoS cgroup
-// flags -cgroups-per-qos, -system-reserved, ..., the container log
+// flags -cgroups-per-qos, -enforce-node-allocatable, ..., the container log
 // rotation flags -container-log-max-size, -container-log-max-files, ...,
 // and the server flags
 // -port, -healthz-port, -tls-cert-file, ...: it serves the kubelet's
 // endpoints as the standalone agent does; both programs define these flags
 // in examples/internal/nodeflags), plus the kubelet's -node-labels,
-// -register-with-taints and -node-ip.
+// -register-with-taints, -node-ip (one IP or a dual-stack pair),
+// -pods-per-core, and -system-reserved and -kube-reserved, which come off
+// the Node's allocatable with the hard eviction thresholds, as the
+// kubelet's (and off the kubepods cgroup with -enforce-node-allocatable
+// pods).
 //
 // It serves the kubelet's API as a kubelet of a kubeadm cluster, so that
 // `kubectl logs` and the apiserver's nodes/proxy reach it: on -address

@@ -45,6 +45,7 @@ type options struct {
 	pods                 nodeflags.Pods
 	kubeconfig, nodeName string
 	nodeIPs              []string
+	podsPerCore          int
 	labels               map[string]string
 	taints               []v1.Taint
 	verbosity            int
@@ -79,7 +80,8 @@ Flags:
 	}
 	fs.StringVar(&o.kubeconfig, "kubeconfig", defKubeconfig, "kubeconfig of the cluster to join (default $KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&o.nodeName, "node-name", "", "the Node's name (default the host name)")
-	fs.StringVar(&nodeIP, "node-ip", "", "comma-separated node IPs, primary first (default the host's first global unicast address)")
+	fs.StringVar(&nodeIP, "node-ip", "", "the node's IP, or a dual-stack pair `IP,IP` primary first, reported as InternalIPs (default the host's first global unicast IPv4 address)")
+	fs.IntVar(&o.podsPerCore, "pods-per-core", 0, "with a positive value, the pods capacity is at most this many per core (and -max-pods at most)")
 	fs.StringVar(&labels, "node-labels", "", "labels `key=value,...` added to the Node at registration")
 	fs.StringVar(&taints, "register-with-taints", "", "taints `key=value:Effect,...` the Node is registered with")
 	o.pods.AddFlags(fs, "")
@@ -123,6 +125,9 @@ func (o *options) validate() error {
 	}
 	if o.duration < 0 {
 		return bad("-duration must not be negative, got %s", o.duration)
+	}
+	if o.podsPerCore < 0 {
+		return bad("-pods-per-core must not be negative, got %d", o.podsPerCore)
 	}
 	if o.kubeconfig == "" {
 		return bad("-kubeconfig is required")
@@ -169,6 +174,9 @@ func parseIPs(s string) ([]string, error) {
 		if net.ParseIP(ip) == nil {
 			return nil, fmt.Errorf("%w: -node-ip: %q is not an IP address", errUsage, ip)
 		}
+	}
+	if len(ips) > 2 || len(ips) == 2 && (net.ParseIP(ips[0]).To4() == nil) == (net.ParseIP(ips[1]).To4() == nil) {
+		return nil, fmt.Errorf("%w: -node-ip: %q: want one IP or a dual-stack pair (one IPv4, one IPv6)", errUsage, s)
 	}
 	if len(ips) == 0 {
 		if ip := hostIP(); ip != "" {
@@ -312,6 +320,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			Taints:         o.taints,
 			KubeletVersion: kubeletVersion,
 			KubeletPort:    kubeletPort(o.serve.Port()),
+			PodsPerCore:    o.podsPerCore,
 		},
 		Recorder:        rec,
 		Log:             log.WithName("agent"),
@@ -319,6 +328,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ProbeRegisterer: probeReg,
 	}
 	o.pods.Apply(&cfg)
+	// The Node's allocatable is the capacity less these and the hard
+	// eviction thresholds (the agent passes those), as the kubelet's.
+	cfg.Node.SystemReserved, cfg.Node.KubeReserved = o.cgroups.Reserved()
 	st, err := nodeflags.NewStats(o.nodeName, rt, log.WithName("stats"))
 	if err != nil {
 		return err

@@ -3,7 +3,9 @@
 // client-go's CoreV1().Nodes() and CoordinationV1().Leases(ns). It records
 // every call, injects errors per resource and verb, runs a hook before each
 // call (to block like a hanging apiserver) and answers conflicts and
-// missing objects as the apiserver does. Nodes can be listed and watched
+// missing objects as the apiserver does. Nodes() cannot patch (a client
+// that only updates); PatchingNodes() can, as client-go's, applying
+// strategic merge patches by the API's merge keys. Nodes can be listed and watched
 // (by metadata.name), as the node controller keeps its Node current; a
 // watch resumes from a resourceVersion within the last 1000 Node events
 // (Compact forgets them: 410 Gone), and CloseWatches and EndWatches end

@@ -41,6 +41,8 @@ type Action struct {
 	ResourceVersion string
 	// FieldSelector is a List's or Watch's field selector.
 	FieldSelector string
+	// Patch is what a Patch was given.
+	Patch []byte
 	// Err is what the call returned.
 	Err error
 }

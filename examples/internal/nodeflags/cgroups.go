@@ -30,8 +30,8 @@ func (c *Cgroups) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.perQOS, "cgroups-per-qos", false, "with -cri: put pods in the kubelet's QoS cgroups (kubepods, burstable, besteffort) with pod-level limits; needs root. The kubelet's default is true, here it is opt-in as it writes the host's cgroups")
 	fs.StringVar(&c.driver, "cgroup-driver", "", "with -cgroups-per-qos: cgroupfs or systemd; default the runtime's when it tells (containerd 2.x), else cgroupfs")
 	fs.StringVar(&c.root, "cgroup-root", "/", "with -cgroups-per-qos: the cgroup kubepods is made under")
-	fs.Var(c.systemReserved, "system-reserved", "with -cgroups-per-qos: `cpu=500m,memory=1Gi` kept from pods for the system")
-	fs.Var(c.kubeReserved, "kube-reserved", "with -cgroups-per-qos: `cpu=500m,memory=1Gi` kept from pods for the agent and runtime")
+	fs.Var(c.systemReserved, "system-reserved", "`cpu=500m,memory=1Gi` kept from pods for the system: off the Node's allocatable (kubenode) and, with -enforce-node-allocatable pods, off the kubepods cgroup")
+	fs.Var(c.kubeReserved, "kube-reserved", "`cpu=500m,memory=1Gi` kept from pods for the agent and runtime: off the Node's allocatable (kubenode) and, with -enforce-node-allocatable pods, off the kubepods cgroup")
 	fs.StringVar(&c.enforce, "enforce-node-allocatable", "", `with -cgroups-per-qos: "pods" limits the kubepods cgroup to capacity minus the reservations`)
 }
 
@@ -44,6 +44,12 @@ func (c *Cgroups) Validate(criEndpoint string) error {
 		return fmt.Errorf("%w: -enforce-node-allocatable: only \"pods\" is supported, got %q", ErrUsage, c.enforce)
 	}
 	return nil
+}
+
+// Reserved returns -system-reserved and -kube-reserved, for
+// node.Config's SystemReserved and KubeReserved (the Node's allocatable).
+func (c *Cgroups) Reserved() (system, kube v1.ResourceList) {
+	return v1.ResourceList(c.systemReserved).DeepCopy(), v1.ResourceList(c.kubeReserved).DeepCopy()
 }
 
 // Setup gives m the QoS cgroup manager when asked for.
