@@ -50,6 +50,11 @@
 // Config.HostsFile with its hostAliases. A container that mounts something
 // at /etc/hosts itself keeps it.
 //
+// A container whose effective security context has runAsNonRoot but would
+// run as root (runAsUser 0, or no runAsUser and an image whose user is root,
+// unset, non-numeric or invalid) is not created: CreateContainerConfigError
+// and a Failed event with the kubelet's verifyRunAsNonRoot message.
+//
 // Containers run with the pod's fsGroup among their supplemental groups
 // (first, then spec.securityContext.supplementalGroups, with the
 // supplementalGroupsPolicy), as the kubelet's, so a non-root container can
