@@ -27,7 +27,8 @@
 //     image filesystems' mount points;
 //   - KillPod (containers stopped in parallel with the effective grace
 //     period, sidecars last, then the sandboxes), RemovePod, and GarbageCollect (dead
-//     containers beyond policy, empty old sandboxes, killed pods);
+//     containers beyond policy, empty old sandboxes, and whole the stopped
+//     pods the policy's PodState lets go: deleted or evicted ones);
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
 //     pulls, pull back-off, credentials from image pull secrets;
 //   - sandbox and container configs from the pod spec, the sandbox's DNS
