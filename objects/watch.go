@@ -100,7 +100,7 @@ func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher,
 			// A list is read again before it is watched from where the
 			// read left off, as client-go's reflector: events are applied
 			// to a list, so the watch must start at the list's version.
-			if rv == "" && !c.relist(ctx, k, e, w, &rv) {
+			if rv == "" && !c.relist(ctx, e, w, &rv) {
 				if !c.wait(ctx, k, e, idle, backoff) {
 					return
 				}
@@ -282,9 +282,9 @@ type serviceListWatcher interface {
 	ServiceLister
 }
 
-// relist reads k's service list again into e and sets *rv to its resource
+// relist reads the service list of e again and sets *rv to its resource
 // version. It reports false if the read failed or the client cannot list.
-func (c *Cache) relist(ctx context.Context, k key, e *entry, w objectWatcher, rv *string) bool {
+func (c *Cache) relist(ctx context.Context, e *entry, w objectWatcher, rv *string) bool {
 	lw, ok := w.(serviceListWatcher)
 	if !ok {
 		return false
