@@ -20,7 +20,9 @@
 // apiserver.
 //
 // Garbage is collected as by the kubelet: dead containers every minute
-// beyond the kubelet's policy (ContainerGCPeriod, ContainerGCPolicy), and
+// beyond the kubelet's policy (ContainerGCPeriod, ContainerGCPolicy), with
+// the pod workers as the policy's PodState: a pod that finished keeps its
+// newest dead containers and their logs until it is deleted or evicted; and
 // unused images every 5 minutes once the image filesystem is 85 % full,
 // down to 80 % (ImageGCPeriod and thresholds); a negative period turns
 // either off.

@@ -31,7 +31,7 @@ func (a *Agent) newEviction() (*eviction.Manager, error) {
 	if gc, ok := c.Runtime.(runtime.GarbageCollector); ok && ec.ContainerGC == nil {
 		ec.ContainerGC = eviction.ReclaimFunc(func(ctx context.Context) error {
 			ready := a.sourcesReady.Load()
-			return gc.GarbageCollect(ctx, *c.ContainerGCPolicy, ready != nil && (*ready)())
+			return gc.GarbageCollect(ctx, a.containerGCPolicy(), ready != nil && (*ready)())
 		})
 	}
 	if a.imageGC != nil && ec.ImageGC == nil {

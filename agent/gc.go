@@ -29,12 +29,23 @@ func DefaultContainerGCPolicy() runtime.GCPolicy {
 	return runtime.GCPolicy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1}
 }
 
+// containerGCPolicy is Config.ContainerGCPolicy with the pod workers as its
+// PodState (unless it has one): a pod that finished keeps its containers and
+// logs until it is deleted, as with the kubelet.
+func (a *Agent) containerGCPolicy() runtime.GCPolicy {
+	p := *a.cfg.ContainerGCPolicy
+	if p.PodState == nil {
+		p.PodState = a.workers
+	}
+	return p
+}
+
 // runContainerGC collects dead containers every ContainerGCPeriod, as the
 // kubelet's container GC: beyond the policy, and pods no source knows once
 // all sources are ready.
 func (a *Agent) runContainerGC(ctx context.Context, gc runtime.GarbageCollector, sourcesReady func() bool) error {
 	return every(ctx, a.cfg.Clock, a.cfg.ContainerGCPeriod, func(ctx context.Context) {
-		if err := gc.GarbageCollect(ctx, *a.cfg.ContainerGCPolicy, sourcesReady()); err != nil && ctx.Err() == nil {
+		if err := gc.GarbageCollect(ctx, a.containerGCPolicy(), sourcesReady()); err != nil && ctx.Err() == nil {
 			a.log.Error(err, "Container garbage collection failed")
 		}
 	})

@@ -90,6 +90,31 @@ func TestContainerGCKeepsDeadContainersBounded(t *testing.T) {
 	assert.GreaterOrEqual(t, p.Status.ContainerStatuses[0].RestartCount, int32(4), "the restart count survives collection")
 }
 
+func TestContainerGCKeepsAFinishedPodUntilItIsDeleted(t *testing.T) {
+	ctx := context.Background()
+	rt, _ := fake.New(fake.Config{})
+	rt.SetContainerBehavior("done", fake.Behavior{Exit: true, ExitCode: 0})
+	c := fastConfig(rt)
+	c.ContainerGCPeriod = 20 * time.Millisecond
+	r := start(t, c)
+	pod := newPod("gc-done", v1.RestartPolicyNever, "done")
+	r.set(pod)
+	waitFor(t, "the pod succeeded and its sandbox stopped", func() bool {
+		return r.phase(pod.UID) == v1.PodSucceeded && rt.CallCount("KillPod") >= 1
+	})
+	rounds := rt.CallCount("GarbageCollect")
+	waitFor(t, "three collections since", func() bool { return rt.CallCount("GarbageCollect") >= rounds+3 })
+	st, err := rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	require.NoError(t, err)
+	assert.Len(t, st.ContainerStatuses, 1, "a finished pod keeps its container, and so its logs, while it exists")
+
+	r.set() // deleted
+	waitFor(t, "the deleted pod collected", func() bool {
+		st, err := rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+		return err == nil && len(st.ContainerStatuses) == 0 && len(st.SandboxStatuses) == 0
+	})
+}
+
 func TestContainerGCOffSwitch(t *testing.T) {
 	rt, _ := fake.New(fake.Config{})
 	c := fastConfig(rt)

@@ -154,26 +154,64 @@ func (c *Cache) GetSecret(ctx context.Context, namespace, name string) (*v1.Secr
 
 // ListServices returns the services of namespace. Without a Services client
 // it returns none and no error: a node without an apiserver sets no service
-// variables.
+// variables. With Config.Watch, while Run runs, a namespace's list is kept
+// current by a watch on its services (as the kubelet's service informer), so
+// a service created after the first read is in the next one; otherwise the
+// list is read again every TTL.
 func (c *Cache) ListServices(ctx context.Context, namespace string) ([]*v1.Service, error) {
 	if c.cfg.Services == nil {
 		return nil, nil
 	}
 	o, err := c.get(ctx, key{kindServices, namespace, ""}, func(ctx context.Context) (any, error) {
-		l, err := c.cfg.Services(namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		out := make([]*v1.Service, len(l.Items))
-		for i := range l.Items {
-			out[i] = &l.Items[i]
-		}
-		return out, nil
-	}, nil)
+		return listServices(ctx, c.cfg.Services(namespace))
+	}, func() any { return c.cfg.Services(namespace) })
 	if err != nil {
 		return nil, err
 	}
-	return o.([]*v1.Service), nil
+	return o.(*serviceList).items, nil
+}
+
+// serviceList is a namespace's services as the cache holds them: replaced,
+// never modified, when a watch event changes it, since callers share items.
+type serviceList struct {
+	rv    string // the list's resource version, where its watch starts
+	items []*v1.Service
+}
+
+func listServices(ctx context.Context, l ServiceLister) (*serviceList, error) {
+	got, err := l.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := &serviceList{rv: got.ResourceVersion, items: make([]*v1.Service, len(got.Items))}
+	for i := range got.Items {
+		out.items[i] = &got.Items[i]
+	}
+	return out, nil
+}
+
+// with returns the list with svc added, or in place of the service of its
+// name.
+func (l *serviceList) with(svc *v1.Service) *serviceList {
+	out := &serviceList{rv: svc.ResourceVersion, items: make([]*v1.Service, 0, len(l.items)+1)}
+	for _, s := range l.items {
+		if s.Name != svc.Name {
+			out.items = append(out.items, s)
+		}
+	}
+	out.items = append(out.items, svc)
+	return out
+}
+
+// without returns the list without the service named name.
+func (l *serviceList) without(name, rv string) *serviceList {
+	out := &serviceList{rv: rv, items: make([]*v1.Service, 0, len(l.items))}
+	for _, s := range l.items {
+		if s.Name != name {
+			out.items = append(out.items, s)
+		}
+	}
+	return out
 }
 
 // get returns k's object from the cache, fetching it when it is not there,

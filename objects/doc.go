@@ -13,7 +13,11 @@
 //     Config.Watch and while Run runs, each configMap and secret read is
 //     kept current by a watch on that one object (the kubelet's default
 //     Watch strategy): no more GETs, changes seen as they happen; a watch
-//     is dropped once its object goes unused for ten TTLs.
+//     is dropped once its object goes unused for ten TTLs. A namespace's
+//     service list is kept current the same way, by a watch on the
+//     namespace's services from the list's resource version (listed again
+//     when a watch cannot resume), as the kubelet's service informer: a
+//     service created after the first list is in the next one.
 //   - Tokens is the kubelet's token manager: TokenRequest, refresh at 80 %
 //     of the lifetime or after 24 h, the cached token served while valid
 //     when a refresh fails.

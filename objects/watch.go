@@ -49,6 +49,17 @@ func (c *Cache) Run(ctx context.Context) {
 	c.wg.Wait()
 }
 
+// resourceVersion is the resource version of a cached object or list.
+func resourceVersion(obj any) string {
+	if l, ok := obj.(*serviceList); ok {
+		return l.rv
+	}
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
+}
+
 // startWatch starts watching k from obj's resource version, if Run runs,
 // the client can watch and nobody watches k yet. e.mu is held.
 func (c *Cache) startWatch(k key, e *entry, obj any, client func() any) {
@@ -63,10 +74,7 @@ func (c *Cache) startWatch(k key, e *entry, obj any, client func() any) {
 	}
 	ctx, cancel := context.WithCancel(c.runCtx)
 	e.cancel = cancel
-	rv := ""
-	if m, err := meta.Accessor(obj); err == nil {
-		rv = m.GetResourceVersion()
-	}
+	rv := resourceVersion(obj)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -87,11 +95,23 @@ func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher,
 	defer idle.Stop()
 	backoff := time.Second
 	for ctx.Err() == nil {
-		wi, err := w.Watch(ctx, metav1.ListOptions{
-			FieldSelector:       fields.OneTermEqualSelector("metadata.name", k.name).String(),
-			ResourceVersion:     rv,
-			AllowWatchBookmarks: true,
-		})
+		opts := metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}
+		if k.kind == kindServices {
+			// A list is read again before it is watched from where the
+			// read left off, as client-go's reflector: events are applied
+			// to a list, so the watch must start at the list's version.
+			if rv == "" && !c.relist(ctx, e, w, &rv) {
+				if !c.wait(ctx, k, e, idle, backoff) {
+					return
+				}
+				backoff = min(2*backoff, 30*time.Second)
+				continue
+			}
+			opts.ResourceVersion = rv
+		} else {
+			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.name).String()
+		}
+		wi, err := w.Watch(ctx, opts)
 		if err != nil {
 			e.setWatched(false)
 			if !c.wait(ctx, k, e, idle, backoff) {
@@ -102,7 +122,7 @@ func (c *Cache) watchLoop(ctx context.Context, k key, e *entry, w objectWatcher,
 			continue
 		}
 		started := c.cfg.Clock.Now()
-		if rv == "" {
+		if rv == "" && k.kind != kindServices {
 			// From now, the server sends the object only if it exists: one
 			// deleted since it was read must not stay served, so the next
 			// read reads it again.
@@ -216,11 +236,23 @@ func (c *Cache) consume(ctx context.Context, k key, e *entry, wi watch.Interface
 					continue
 				}
 				e.mu.Lock()
-				e.obj, e.gone, e.fetched = ev.Object, false, c.cfg.Clock.Now()
+				if l, ok := e.obj.(*serviceList); ok {
+					e.obj = l.with(ev.Object.(*v1.Service))
+				} else if k.kind != kindServices {
+					e.obj, e.gone = ev.Object, false
+				}
+				e.fetched = c.cfg.Clock.Now()
 				e.mu.Unlock()
 			case watch.Deleted:
+				if !c.wants(k, ev.Object) {
+					continue
+				}
 				e.mu.Lock()
-				e.obj, e.gone = nil, true
+				if l, ok := e.obj.(*serviceList); ok {
+					e.obj = l.without(ev.Object.(*v1.Service).Name, resourceVersion(ev.Object))
+				} else if k.kind != kindServices {
+					e.obj, e.gone = nil, true
+				}
 				e.mu.Unlock()
 			}
 			if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
@@ -237,8 +269,36 @@ func (c *Cache) wants(k key, obj any) bool {
 		return k.kind == kindConfigMap && o.Name == k.name
 	case *v1.Secret:
 		return k.kind == kindSecret && o.Name == k.name
+	case *v1.Service:
+		return k.kind == kindServices && o.Namespace == k.namespace
 	}
 	return false
+}
+
+// serviceListWatcher is what a namespace's service list needs to be read
+// again before a watch resumes; client-go's service client has it.
+type serviceListWatcher interface {
+	objectWatcher
+	ServiceLister
+}
+
+// relist reads the service list of e again and sets *rv to its resource
+// version. It reports false if the read failed or the client cannot list.
+func (c *Cache) relist(ctx context.Context, e *entry, w objectWatcher, rv *string) bool {
+	lw, ok := w.(serviceListWatcher)
+	if !ok {
+		return false
+	}
+	l, err := listServices(ctx, lw)
+	if err != nil {
+		e.setWatched(false)
+		return false
+	}
+	e.mu.Lock()
+	e.obj, e.fetched = l, c.cfg.Clock.Now()
+	e.mu.Unlock()
+	*rv = l.rv
+	return true
 }
 
 func (e *entry) setWatched(b bool) {

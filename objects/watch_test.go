@@ -363,3 +363,65 @@ func TestAnUnusedObjectStopsBeingWatchedWhateverTheServerDoes(t *testing.T) {
 		})
 	}
 }
+
+func svc(ns, name, ip string) *v1.Service {
+	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ServiceSpec{ClusterIP: ip}}
+}
+
+// serviceIPs lists namespace's services through c as name=clusterIP.
+func serviceIPs(t *testing.T, c *objects.Cache, namespace string) map[string]string {
+	l, err := c.ListServices(context.Background(), namespace)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, s := range l {
+		out[s.Name] = s.Spec.ClusterIP
+	}
+	return out
+}
+
+func TestWatchKeepsServiceListsCurrent(t *testing.T) {
+	api := objectstest.New()
+	api.Set(svc("ns", "a", "10.0.0.1"))
+	api.Set(svc("other", "x", "10.0.0.9"))
+	clk := clocktesting.NewFakeClock(t0)
+	c := objects.New(objects.Config{Services: api.Services, Watch: true, TTL: time.Minute, Clock: clk})
+	runCache(t, c)
+	require.Equal(t, map[string]string{"a": "10.0.0.1"}, serviceIPs(t, c, "ns"))
+	eventually(t, "the namespace's watch", func() bool { return api.Watches() == 1 })
+
+	steps := []struct {
+		name   string
+		change func()
+		want   map[string]string
+	}{
+		{"a service created after the first list is listed", func() { api.Set(svc("ns", "b", "10.0.0.2")) },
+			map[string]string{"a": "10.0.0.1", "b": "10.0.0.2"}},
+		{"a changed service is listed as it is now", func() { api.Set(svc("ns", "a", "10.0.0.3")) },
+			map[string]string{"a": "10.0.0.3", "b": "10.0.0.2"}},
+		{"a deleted service is no longer listed", func() { api.Delete("services", "ns", "b") },
+			map[string]string{"a": "10.0.0.3"}},
+		{"another namespace's services stay out", func() { api.Set(svc("other", "y", "10.0.0.8")) },
+			map[string]string{"a": "10.0.0.3"}},
+		{"a watch the server ends resumes and keeps the list current", func() {
+			api.CloseWatches()
+			eventually(t, "the resumed watch", func() bool { return api.Watches() == 1 })
+			api.Set(svc("ns", "c", "10.0.0.4"))
+		}, map[string]string{"a": "10.0.0.3", "c": "10.0.0.4"}},
+		{"a watch that cannot resume lists again before watching", func() {
+			api.InjectError("watch", "services", errors.New("boom"))
+			api.CloseWatches()
+			eventually(t, "the failed watch", func() bool { return api.Requests()["watch services"] >= 3 })
+			api.Set(svc("ns", "d", "10.0.0.5")) // while no watch is open
+			api.InjectError("watch", "services", nil)
+			clk.Step(time.Second) // the watch's back-off
+			eventually(t, "the list again", func() bool { return api.Requests()["list services"] == 2 && api.Watches() == 1 })
+		}, map[string]string{"a": "10.0.0.3", "c": "10.0.0.4", "d": "10.0.0.5"}},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			s.change()
+			eventually(t, "the list to change", func() bool { return assert.ObjectsAreEqual(s.want, serviceIPs(t, c, "ns")) })
+		})
+	}
+	require.Equal(t, 2, api.Requests()["list services"], "the list is read once, and again only where a watch could not resume")
+}

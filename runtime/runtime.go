@@ -54,13 +54,30 @@ type GCPolicy struct {
 	// MaxContainers is how many dead containers are kept in all; negative
 	// means no limit.
 	MaxContainers int
+	// PodState, if set, says which stopped pods go whole (containers,
+	// sandboxes, logs, data on disk) when all sources are ready, as the
+	// kubelet's container GC asks its podStateProvider: an evicted pod, a
+	// deleted one whose containers stopped, one no source knows. A pod that
+	// only finished (Succeeded or Failed, still in the apiserver) keeps its
+	// newest dead containers and their logs. nil: the pods KillPod stopped
+	// (and no SyncPod restarted), for callers without pod workers.
+	PodState PodStateProvider
+}
+
+// PodStateProvider tells garbage collection which pods' content may go;
+// podworkers.PodWorkers is one.
+type PodStateProvider interface {
+	// ShouldPodContentBeRemoved reports whether everything of the pod with
+	// uid may be removed once nothing of it runs.
+	ShouldPodContentBeRemoved(uid types.UID) bool
 }
 
 // GarbageCollector is implemented by runtimes that keep dead containers and
 // sandboxes around and can remove them.
 type GarbageCollector interface {
 	// GarbageCollect removes dead containers and sandboxes beyond policy.
-	// When allSourcesReady, containers of pods no source knows are removed.
+	// When allSourcesReady, stopped pods policy.PodState lets go are
+	// removed whole.
 	GarbageCollect(ctx context.Context, policy GCPolicy, allSourcesReady bool) error
 }
 

@@ -3,8 +3,10 @@
 //
 //   - hostPath: the type (DirectoryOrCreate, Directory, FileOrCreate, File,
 //     Socket, CharDevice, BlockDevice) checked, with the kubelet's messages;
-//   - emptyDir: a world-writable directory under the pod's, or a tmpfs for
-//     medium Memory, mounted once and unmounted at TearDown; a node that
+//   - emptyDir: a world-writable directory (0777) under the pod's, or a
+//     tmpfs for medium Memory (its root 1777, as the kubelet's, the sticky
+//     bit kept through the fsGroup's chmod), mounted once and unmounted at
+//     TearDown; a node that
 //     cannot mount gets a clear error. A tmpfs (secret and projected ones
 //     too) is as large as the kubelet makes it: the node's allocatable
 //     memory (Config.NodeAllocatable), the pod's memory limit if lower, an

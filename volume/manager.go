@@ -264,7 +264,7 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 func (m *Manager) setUpEmptyDir(pod *v1.Pod, dir string, ed *v1.EmptyDirVolumeSource) error {
 	_, err := os.Lstat(dir)
 	fresh := errors.Is(err, fs.ErrNotExist)
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	if err := ensureEmptyDir(dir); err != nil {
 		return err
 	}
 	switch ed.Medium {
@@ -278,27 +278,39 @@ func (m *Manager) setUpEmptyDir(pod *v1.Pod, dir string, ed *v1.EmptyDirVolumeSo
 	default:
 		return fmt.Errorf("emptyDir medium %q: %w: only the node's disk and Memory", ed.Medium, ErrUnsupported)
 	}
-	// Any user of the pod may write its emptyDir, whatever the umask; with
-	// an fsGroup the directory is setgid, so what the pod creates is the
-	// group's.
-	var fsGroup *int64
-	var policy *v1.PodFSGroupChangePolicy
-	if psc := pod.Spec.SecurityContext; psc != nil {
-		fsGroup, policy = psc.FSGroup, psc.FSGroupChangePolicy
-	}
-	mode := fs.FileMode(0o777)
-	if fsGroup != nil {
-		mode |= fs.ModeSetgid
-	}
-	if err := os.Chmod(dir, mode); err != nil {
-		return err
-	}
 	if !fresh {
 		// Set up before (by this agent, or one before a restart): as the
 		// kubelet's, which sets an emptyDir's ownership once, when it makes it.
 		return nil
 	}
+	// With an fsGroup the directory becomes the group's and setgid, so what
+	// the pod creates is the group's; its other bits stay (a tmpfs root's
+	// sticky bit among them), as the kubelet's.
+	var fsGroup *int64
+	var policy *v1.PodFSGroupChangePolicy
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		fsGroup, policy = psc.FSGroup, psc.FSGroupChangePolicy
+	}
 	return SetVolumeOwnership(dir, fsGroup, policy, false)
+}
+
+// ensureEmptyDir makes dir with permissions 0777, so any user of the pod may
+// write its emptyDir whatever the umask, as the kubelet's emptyDir setupDir:
+// chmod-ed only when the permissions differ, keeping the setgid, setuid and
+// sticky bits. For medium Memory it is the directory the tmpfs is then
+// mounted over; the tmpfs's root is the tmpfs's own 1777.
+func ensureEmptyDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return err
+	}
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if info.Mode().Perm() == 0o777 {
+		return nil
+	}
+	return os.Chmod(dir, info.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)|0o777)
 }
 
 // memorySize is the size of a memory-backed volume's tmpfs, as the kubelet's

@@ -10,9 +10,10 @@ import (
 // SystemMounter mounts with mount(2); it needs CAP_SYS_ADMIN.
 type SystemMounter struct{}
 
-// MountTmpfs implements Mounter.
+// MountTmpfs implements Mounter. The tmpfs's root is 1777, the tmpfs
+// default the kubelet's mounts keep: anyone may write, only owners remove.
 func (SystemMounter) MountTmpfs(dir string, sizeBytes int64) error {
-	opts := "mode=0777"
+	opts := "mode=1777"
 	if sizeBytes > 0 {
 		opts += fmt.Sprintf(",size=%d", sizeBytes)
 	}

@@ -25,6 +25,9 @@ func owned(t *testing.T, p string) string {
 	if info.Mode()&fs.ModeSetgid != 0 {
 		s += " g+s"
 	}
+	if info.Mode()&fs.ModeSticky != 0 {
+		s += " +t"
+	}
 	return s
 }
 
@@ -90,28 +93,37 @@ func TestEmptyDirBelongsToTheFSGroup(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("chown to another group needs root")
 	}
-	for _, medium := range []v1.StorageMedium{v1.StorageMediumDefault, v1.StorageMediumMemory} {
-		t.Run("medium "+string(medium), func(t *testing.T) {
+	tests := []struct {
+		name    string
+		medium  v1.StorageMedium
+		fsGroup *int64
+		want    string
+	}{
+		{name: "on disk, the fsGroup's, world-writable and setgid", fsGroup: ptr.To[int64](4321), want: "4321 0777 g+s"},
+		{name: "on tmpfs, the fsGroup's and setgid, keeping the tmpfs root's sticky bit", medium: v1.StorageMediumMemory,
+			fsGroup: ptr.To[int64](4321), want: "4321 0777 g+s +t"},
+		{name: "on disk without an fsGroup, root's and not setgid", want: "0 0777"},
+		{name: "on tmpfs without an fsGroup, the tmpfs root as mounted", medium: v1.StorageMediumMemory, want: "0 0777 +t"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			pod := podWith(v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: medium}}})
-			pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr.To[int64](4321)}
+			e.mounter.rootMode = 0o777 | fs.ModeSticky // tmpfs's root
+			pod := podWith(v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: tt.medium}}})
+			if tt.fsGroup != nil {
+				pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: tt.fsGroup}
+			}
 			require.NoError(t, e.m.SetUp(context.Background(), pod))
 			dir := e.dir(t, pod, 0)
-			require.Equal(t, "4321 0777 g+s", owned(t, dir), "world-writable, the group's, setgid")
-
-			// What the pod creates is the group's.
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "new"), []byte("x"), 0o644))
-			require.Equal(t, "4321 0644", owned(t, filepath.Join(dir, "new")))
-
+			require.Equal(t, tt.want, owned(t, dir))
+			if tt.fsGroup != nil {
+				// What the pod creates is the group's.
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "new"), []byte("x"), 0o644))
+				require.Equal(t, "4321 0644", owned(t, filepath.Join(dir, "new")))
+			}
 			require.NoError(t, e.m.SetUp(context.Background(), pod), "a later sync")
-			require.Equal(t, "4321 0777 g+s", owned(t, dir), "keeps setgid")
+			require.Equal(t, tt.want, owned(t, dir), "a later sync changes nothing")
 			require.NoError(t, e.m.TearDown(pod.UID))
 		})
 	}
-	t.Run("without an fsGroup, root's and not setgid", func(t *testing.T) {
-		e := newEnv(t)
-		pod := podWith(v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})
-		require.NoError(t, e.m.SetUp(context.Background(), pod))
-		require.Equal(t, "0 0777", owned(t, e.dir(t, pod, 0)))
-	})
 }

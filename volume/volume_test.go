@@ -36,6 +36,9 @@ type fakeMounter struct {
 	mu      sync.Mutex
 	mounted map[string]int64
 	err     error
+	// rootMode, if set, is what a mount makes dir's mode (a tmpfs's root
+	// is 1777).
+	rootMode fs.FileMode
 }
 
 func (f *fakeMounter) MountTmpfs(dir string, size int64) error {
@@ -43,6 +46,11 @@ func (f *fakeMounter) MountTmpfs(dir string, size int64) error {
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return f.err
+	}
+	if f.rootMode != 0 {
+		if err := os.Chmod(dir, f.rootMode); err != nil {
+			return err
+		}
 	}
 	f.mounted[dir] = size
 	return nil

@@ -17,8 +17,9 @@ import (
 
 // podSources builds what the CRI manager needs of the apiserver for pods'
 // environments and volumes: configMaps and secrets through a cache that
-// watches each one read (the kubelet's Watch strategy), services through
-// the cache's TTL, service-account tokens through the TokenRequest API.
+// watches each one read (the kubelet's Watch strategy), each namespace's
+// services through a watch on them (as the kubelet's service informer),
+// service-account tokens through the TokenRequest API.
 // client-go's typed clients fill the objects package's interfaces as they
 // are. stop ends the watches and waits for them.
 func podSources(ctx context.Context, cs kubernetes.Interface, o *options, rec record.EventRecorder, alloc func() v1.ResourceList, log logr.Logger) (env *podenv.Resolver, vols *volume.Manager, stop func(), err error) {

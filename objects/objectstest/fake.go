@@ -287,6 +287,10 @@ type services struct {
 	ns string
 }
 
+func (c services) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.a.watch("services", c.ns, opts)
+}
+
 func (c services) List(_ context.Context, _ metav1.ListOptions) (*v1.ServiceList, error) {
 	a := c.a
 	a.mu.Lock()
@@ -295,7 +299,7 @@ func (c services) List(_ context.Context, _ metav1.ListOptions) (*v1.ServiceList
 	if err := a.errs["list services"]; err != nil {
 		return nil, err
 	}
-	l := &v1.ServiceList{}
+	l := &v1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(a.rv)}}
 	var keys []string
 	for k, o := range a.objs["services"] {
 		if s := o.(*v1.Service); c.ns == "" || s.Namespace == c.ns {

@@ -103,7 +103,7 @@ func TestVolumes(t *testing.T) {
 		require.Equal(t, &runtimeapi.Mount{ContainerPath: "/c", HostPath: "/pods/u/volumes/kubernetes.io~empty-dir/cache/sub"}, got[1])
 		require.Equal(t, "/dev/termination-log", got[2].ContainerPath)
 		require.Regexp(t, `^/pods/u/containers/c/[0-9a-f]{16}$`, got[2].HostPath)
-		require.Equal(t, []string{"/pods/u/volumes/kubernetes.io~empty-dir/cache/sub"}, prep.dirs, "the volume itself is the VolumeManager's")
+		require.Equal(t, []subPathDir{{path: "/pods/u/volumes/kubernetes.io~empty-dir/cache/sub", volume: "/pods/u/volumes/kubernetes.io~empty-dir/cache"}}, prep.dirs, "the volume itself is the VolumeManager's")
 		require.Equal(t, []string{got[2].HostPath}, prep.files)
 	})
 	for name, vm := range map[string]v1.VolumeMount{

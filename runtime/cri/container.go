@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -54,6 +55,9 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if err != nil {
 		return nil, prep, err
 	}
+	if err := m.verifyRunAsNonRoot(ctx, pod, c, imageRef); err != nil {
+		return nil, prep, err
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
@@ -78,7 +82,7 @@ func (m *Manager) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contai
 
 // hostPaths are what must exist on the host before a container is created.
 type hostPaths struct {
-	dirs  []string
+	dirs  []subPathDir
 	files []string
 	hosts *hostsFile
 }
@@ -114,9 +118,10 @@ func (m *Manager) mounts(pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runt
 			if filepath.IsAbs(vm.SubPath) || strings.HasPrefix(filepath.Clean(vm.SubPath), "..") {
 				return nil, prep, errConfig("container %q mounts volume %q: subPath %q must be relative and stay inside the volume", c.Name, vm.Name, vm.SubPath)
 			}
+			root := hp
 			hp = filepath.Join(hp, vm.SubPath)
 			if vol.EmptyDir != nil {
-				prep.dirs = append(prep.dirs, hp)
+				prep.dirs = append(prep.dirs, subPathDir{path: hp, volume: root})
 			}
 		}
 		out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: hp, Readonly: vm.ReadOnly || volume.ReadOnly(vol)})
@@ -152,17 +157,7 @@ func (p hostPaths) create() error {
 		}
 	}
 	for _, d := range p.dirs {
-		if err := os.MkdirAll(d, 0o777); err != nil {
-			return err
-		}
-		// Any user of the pod may write its emptyDir, whatever the umask;
-		// a subPath of a volume setgid for the pod's fsGroup stays so, as
-		// the kubelet makes it with the volume's mode.
-		mode := fs.FileMode(0o777)
-		if parent, err := os.Stat(filepath.Dir(d)); err == nil {
-			mode |= parent.Mode() & fs.ModeSetgid
-		}
-		if err := os.Chmod(d, mode); err != nil {
+		if err := d.create(); err != nil {
 			return err
 		}
 	}
@@ -178,6 +173,50 @@ func (p hostPaths) create() error {
 			return err
 		}
 		if err := os.Chmod(f, 0o666); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// subPathDir is a volume's subPath directory, made before the container
+// that mounts it.
+type subPathDir struct {
+	path   string
+	volume string // the volume's root, path's ancestor
+}
+
+// create makes the subPath's missing directories with the volume root's
+// mode whatever the umask, as the kubelet's SafeMakeDir with the volume's
+// mode: its permissions and its setgid, setuid and sticky bits, so the
+// subPath of a volume setgid for the pod's fsGroup stays so and one of a
+// tmpfs keeps its sticky bit. Directories that exist are left as they are.
+func (d subPathDir) create() error {
+	if info, err := os.Stat(d.path); err == nil {
+		if info.IsDir() {
+			return nil
+		}
+		return &os.PathError{Op: "mkdir", Path: d.path, Err: syscall.ENOTDIR}
+	}
+	root, err := os.Stat(d.volume)
+	if err != nil {
+		return err
+	}
+	mode := root.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+	rel, err := filepath.Rel(d.volume, d.path)
+	if err != nil {
+		return err
+	}
+	cur := d.volume
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		if err := os.Mkdir(cur, 0o700); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			return err
+		}
+		if err := os.Chmod(cur, mode); err != nil {
 			return err
 		}
 	}

@@ -27,7 +27,8 @@
 //     image filesystems' mount points;
 //   - KillPod (containers stopped in parallel with the effective grace
 //     period, sidecars last, then the sandboxes), RemovePod, and GarbageCollect (dead
-//     containers beyond policy, empty old sandboxes, killed pods);
+//     containers beyond policy, empty old sandboxes, and whole the stopped
+//     pods the policy's PodState lets go: deleted or evicted ones);
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
 //     pulls, pull back-off, credentials from image pull secrets;
 //   - sandbox and container configs from the pod spec, the sandbox's DNS
@@ -49,6 +50,11 @@
 // hostAliases, once the sandbox has an IP; for a pod on the host's network
 // Config.HostsFile with its hostAliases. A container that mounts something
 // at /etc/hosts itself keeps it.
+//
+// A container whose effective security context has runAsNonRoot but would
+// run as root (runAsUser 0, or no runAsUser and an image whose user is root,
+// unset, non-numeric or invalid) is not created: CreateContainerConfigError
+// and a Failed event with the kubelet's verifyRunAsNonRoot message.
 //
 // Containers run with the pod's fsGroup among their supplemental groups
 // (first, then spec.securityContext.supplementalGroups, with the

@@ -20,11 +20,13 @@ var _ runtime.GarbageCollector = (*Manager)(nil)
 // policy.MinAge beyond policy.MaxPerPodContainer per pod and container name
 // and beyond policy.MaxContainers in all, oldest first; then stopped
 // sandboxes that hold no container and are not their pod's newest. With
-// allSourcesReady it also removes pods that KillPod stopped (and no SyncPod
-// restarted) once nothing of them runs, with their log directories: the CRI
-// cannot tell which pods are deleted, so KillPod stands in for the kubelet's
-// "pod is deleted" check. Pod cgroups (Config.PodCgroups) of pods without a
-// sandbox go too.
+// allSourcesReady it also removes whole, with their log directories, the
+// pods policy.PodState lets go (the kubelet's ShouldPodContentBeRemoved:
+// evicted, deleted and stopped, or unknown) once nothing of them runs; so a
+// pod that finished keeps its newest dead containers and logs until it is
+// deleted. Without policy.PodState the CRI cannot tell which pods are
+// deleted and the pods KillPod stopped (and no SyncPod restarted) go. Pod
+// cgroups (Config.PodCgroups) of pods without a sandbox go too.
 func (m *Manager) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, allSourcesReady bool) error {
 	ctx, cancel := m.callCtx(ctx, 0)
 	defer cancel()
@@ -83,11 +85,15 @@ func (m *Manager) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, a
 			errs = append(errs, wrapErr("RemovePodSandbox", err))
 		}
 	}
+	removable := m.wasKilled
+	if policy.PodState != nil {
+		removable = policy.PodState.ShouldPodContentBeRemoved
+	}
 	now := m.clock.Now().UnixNano()
 	var survivors []*runtimeapi.Container
 	removed := map[string]bool{}
 	for uid, p := range pods {
-		if allSourcesReady && !p.live && m.wasKilled(uid) {
+		if allSourcesReady && !p.live && removable(uid) {
 			for _, c := range p.containers {
 				removed[c.Id] = removeContainer(c.Id)
 			}

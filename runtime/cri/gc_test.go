@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/cri/fakecri"
@@ -94,4 +95,46 @@ func TestGarbageCollectKilledPods(t *testing.T) {
 	require.Len(t, st.ContainerStatuses, 1, "no dead instance is kept")
 	require.Len(t, st.SandboxStatuses, 1, "the emptied old sandbox goes too")
 	require.NotNil(t, st.ReadySandbox())
+}
+
+// podState is a runtime.PodStateProvider over a set of removable pods.
+type podState map[types.UID]bool
+
+func (s podState) ShouldPodContentBeRemoved(uid types.UID) bool { return s[uid] }
+
+func TestGarbageCollectAsksThePodState(t *testing.T) {
+	tests := []struct {
+		name      string
+		kill      bool
+		removable bool
+		gone      bool
+	}{
+		{name: "a stopped pod the state keeps stays, with its logs", kill: true, removable: false, gone: false},
+		{name: "a stopped pod the state lets go is removed", kill: true, removable: true, gone: true},
+		{name: "a running pod stays whatever the state says", kill: false, removable: true, gone: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newFakeEnv(t)
+			pod := newPod("p", "busybox:1")
+			require.NoError(t, e.sync(t, pod, nil).Error())
+			if tt.kill {
+				pods, err := e.m.GetPods(e.ctx, false)
+				require.NoError(t, err)
+				require.NoError(t, e.m.KillPod(e.ctx, pod, *pods[0], nil))
+			}
+			gc := runtime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1, PodState: podState{pod.UID: tt.removable}}
+			require.NoError(t, e.m.GarbageCollect(e.ctx, gc, true))
+			all, err := e.m.GetPods(e.ctx, true)
+			require.NoError(t, err)
+			if tt.gone {
+				require.Empty(t, all)
+				require.NoDirExists(t, filepath.Join(e.logs, "test_p_uid-p"))
+				return
+			}
+			require.Len(t, all, 1)
+			require.Len(t, all[0].Containers, 1, "the container is kept")
+			require.DirExists(t, filepath.Join(e.logs, "test_p_uid-p"))
+		})
+	}
 }

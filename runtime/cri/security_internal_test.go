@@ -44,18 +44,45 @@ func TestSupplementalGroups(t *testing.T) {
 	}
 }
 
-func TestSubPathOfASetgidVolumeIsSetgid(t *testing.T) {
-	vol := t.TempDir()
-	require.NoError(t, os.Chmod(vol, 0o777|fs.ModeSetgid))
-	plain := t.TempDir()
-	p := hostPaths{dirs: []string{filepath.Join(vol, "sub"), filepath.Join(plain, "sub")}}
-	require.NoError(t, p.create())
-	info, err := os.Stat(filepath.Join(vol, "sub"))
-	require.NoError(t, err)
-	require.Equal(t, 0o777|fs.ModeSetgid|fs.ModeDir, info.Mode())
-	info, err = os.Stat(filepath.Join(plain, "sub"))
-	require.NoError(t, err)
-	require.Equal(t, 0o777|fs.ModeDir, info.Mode())
+func TestSubPathDirsTakeTheVolumesMode(t *testing.T) {
+	tests := []struct {
+		name    string
+		volume  fs.FileMode
+		subPath string
+		exists  fs.FileMode // 0: the subPath is missing
+		want    fs.FileMode
+	}{
+		{name: "a plain volume's subPath is world-writable", volume: 0o777, subPath: "sub", want: 0o777},
+		{name: "a setgid volume's subPath is setgid", volume: 0o777 | fs.ModeSetgid, subPath: "sub", want: 0o777 | fs.ModeSetgid},
+		{name: "a tmpfs volume's subPath keeps the sticky bit with setgid", volume: 0o777 | fs.ModeSetgid | fs.ModeSticky, subPath: "sub",
+			want: 0o777 | fs.ModeSetgid | fs.ModeSticky},
+		{name: "every missing directory of a nested subPath gets the mode", volume: 0o777 | fs.ModeSticky, subPath: "a/b",
+			want: 0o777 | fs.ModeSticky},
+		{name: "an existing subPath is left as it is", volume: 0o777 | fs.ModeSetgid, subPath: "sub", exists: 0o750, want: 0o750},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vol := filepath.Join(t.TempDir(), "vol")
+			require.NoError(t, os.Mkdir(vol, 0o700))
+			require.NoError(t, os.Chmod(vol, tt.volume))
+			p := filepath.Join(vol, tt.subPath)
+			if tt.exists != 0 {
+				require.NoError(t, os.Mkdir(p, 0o700))
+				require.NoError(t, os.Chmod(p, tt.exists))
+			}
+			require.NoError(t, hostPaths{dirs: []subPathDir{{path: p, volume: vol}}}.create())
+			for d := p; d != vol; d = filepath.Dir(d) {
+				info, err := os.Stat(d)
+				require.NoError(t, err)
+				require.Equal(t, tt.want|fs.ModeDir, info.Mode(), d)
+			}
+		})
+	}
+	t.Run("a subPath that is a file is an error", func(t *testing.T) {
+		vol := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(vol, "f"), nil, 0o644))
+		require.Error(t, hostPaths{dirs: []subPathDir{{path: filepath.Join(vol, "f"), volume: vol}}}.create())
+	})
 }
 
 func TestSandboxSysctlsAreDotted(t *testing.T) {

@@ -18,9 +18,10 @@ import (
 // policy.MinAge beyond policy.MaxPerPodContainer per pod and container name
 // and beyond policy.MaxContainers in all, oldest first; then stopped
 // sandboxes that are not their pod's newest and hold no container; then pods
-// left with nothing. With allSourcesReady it also removes every pod that
-// KillPod stopped (and no SyncPod restarted) once nothing of it runs, which
-// stands in for the kubelet's "pod is deleted" check.
+// left with nothing. With allSourcesReady it also removes every pod
+// policy.PodState lets go once nothing of it runs; without a PodState, every
+// pod that KillPod stopped (and no SyncPod restarted), which stands in for
+// the kubelet's "pod is deleted" check.
 func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, allSourcesReady bool) error {
 	if err := r.enter(ctx, mGarbageCollect, ""); err != nil {
 		return err
@@ -28,6 +29,10 @@ func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, a
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
+	removable := func(p *podState) bool { return p.killed }
+	if policy.PodState != nil {
+		removable = func(p *podState) bool { return policy.PodState.ShouldPodContentBeRemoved(p.uid) }
+	}
 
 	type dead struct {
 		p *podState
@@ -40,7 +45,7 @@ func (r *Runtime) GarbageCollect(ctx context.Context, policy runtime.GCPolicy, a
 			continue
 		}
 		r.settle(p, now)
-		if allSourcesReady && p.killed && !slices.ContainsFunc(p.containers, (*container).running) &&
+		if allSourcesReady && removable(p) && !slices.ContainsFunc(p.containers, (*container).running) &&
 			!slices.ContainsFunc(p.sandboxes, func(s *sandbox) bool { return s.state == runtime.SandboxStateReady }) {
 			r.removePod(p)
 			continue
