@@ -78,7 +78,7 @@ type Runtime struct {
 	// as virtual-kubelet's PodController registers it before its workers.
 	notifying     chan struct{}
 	notifyingOnce sync.Once
-	log      logr.Logger
+	log           logr.Logger
 	// summary is the provider's GetStatsSummary, nil without.
 	summary stats.SummaryFunc
 
