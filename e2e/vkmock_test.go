@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -73,9 +74,60 @@ type perfResult struct {
 	sample        *corev1.Pod
 }
 
+// lockedMock serializes the calls to virtual-kubelet's mock, whose pod map
+// has no lock of its own: virtual-kubelet's workers (and nodekit's pod
+// workers) call it at once, and at 1,000 pods that is "concurrent map
+// read and map write". Both runners get it.
+type lockedMock struct {
+	mu sync.Mutex
+	p  *mock.MockProvider
+}
+
+func (l *lockedMock) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p.CreatePod(ctx, pod)
+}
+
+func (l *lockedMock) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p.UpdatePod(ctx, pod)
+}
+
+func (l *lockedMock) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p.DeletePod(ctx, pod)
+}
+
+func (l *lockedMock) GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p.GetPod(ctx, namespace, name)
+}
+
+func (l *lockedMock) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p.GetPodStatus(ctx, namespace, name)
+}
+
+func (l *lockedMock) GetPods(ctx context.Context) ([]*corev1.Pod, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.p.GetPods(ctx)
+}
+
+func (l *lockedMock) NotifyPods(ctx context.Context, cb func(*corev1.Pod)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.p.NotifyPods(ctx, cb)
+}
+
 // mockProvider is virtual-kubelet's mock with room for n pods, and the
 // node template its ConfigureNode fills.
-func mockProvider(t *testing.T, nodeName string, n int) (*mock.MockProvider, *corev1.Node) {
+func mockProvider(t *testing.T, nodeName string, n int) (*lockedMock, *corev1.Node) {
 	t.Helper()
 	p, err := mock.NewMockProviderMockConfig(mock.MockConfig{CPU: "1000", Memory: "4Ti", Pods: strconv.Itoa(n + 10)},
 		nodeName, "linux", "127.0.0.1", 10250)
@@ -84,13 +136,13 @@ func mockProvider(t *testing.T, nodeName string, n int) (*mock.MockProvider, *co
 	}
 	tmpl := nodeutil.DefaultTemplate(nodeName)
 	p.ConfigureNode(context.Background(), tmpl)
-	return p, tmpl
+	return &lockedMock{p: p}, tmpl
 }
 
 // startVirtualKubeletTuned runs virtual-kubelet's NodeController and
 // PodController for the mock, its queues' rate limits raised (their
 // default, 10 qps, takes 90 s for 1,000 pods), until the returned stop.
-func startVirtualKubeletTuned(t *testing.T, cs *kubernetes.Clientset, nodeName string, p *mock.MockProvider, tmpl *corev1.Node) func() {
+func startVirtualKubeletTuned(t *testing.T, cs *kubernetes.Clientset, nodeName string, p *lockedMock, tmpl *corev1.Node) func() {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pods := informers.NewSharedInformerFactoryWithOptions(cs, time.Minute, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -155,7 +207,7 @@ func startVirtualKubeletTuned(t *testing.T, cs *kubernetes.Clientset, nodeName s
 
 // startNodekitMock runs the mock on nodekit's one-call setup until the
 // returned stop.
-func startNodekitMock(t *testing.T, cs *kubernetes.Clientset, nodeName string, p *mock.MockProvider, tmpl *corev1.Node) func() {
+func startNodekitMock(t *testing.T, cs *kubernetes.Clientset, nodeName string, p *lockedMock, tmpl *corev1.Node) func() {
 	t.Helper()
 	eb := record.NewBroadcaster()
 	eb.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
@@ -195,41 +247,49 @@ func measure(t *testing.T, admin *kubernetes.Clientset, runner, nodeName string,
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	pods := admin.CoreV1().Pods("default")
-	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-
 	var mu sync.Mutex
 	created := make(map[string]time.Time, n)
 	running := make(map[string]time.Duration, n)
 	var sample *corev1.Pod
 	allRunning := make(chan struct{})
-	go func() {
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || p.Status.Phase != corev1.PodRunning {
-				continue
-			}
-			now := time.Now()
-			mu.Lock()
-			if _, seen := running[p.Name]; !seen {
-				c, ok := created[p.Name]
-				if !ok {
-					c = now // the watch was faster than the Create's answer
-				}
-				running[p.Name] = now.Sub(c)
-				if sample == nil {
-					sample = p.DeepCopy()
-				}
-				if len(running) == n {
-					close(allRunning)
-				}
-			}
-			mu.Unlock()
+	seen := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Status.Phase != corev1.PodRunning {
+			return
 		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if _, seen := running[p.Name]; seen {
+			return
+		}
+		c, ok := created[p.Name]
+		if !ok {
+			c = now // seen before the Create call returned
+		}
+		running[p.Name] = now.Sub(c)
+		if sample == nil {
+			sample = p.DeepCopy()
+		}
+		if len(running) == n {
+			close(allRunning)
+		}
+	}
+	// An informer, which resumes a watch the apiserver ends.
+	factory := informers.NewSharedInformerFactoryWithOptions(admin, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+	}))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	defer func() {
+		close(stop)
+		factory.Shutdown()
 	}()
+	factory.WaitForCacheSync(stop)
 
 	goruntime.GC()
 	var before, after goruntime.MemStats
@@ -284,7 +344,8 @@ func measure(t *testing.T, admin *kubernetes.Clientset, runner, nodeName string,
 }
 
 // TestMockProviderSideBySide runs virtual-kubelet's own mock provider
-// (package vkmock, copied unchanged) under virtual-kubelet's controllers
+// (package vkmock, copied unchanged; its calls serialized by lockedMock,
+// as it has no lock of its own) under virtual-kubelet's controllers
 // (queue limits raised) and under nodekit's nodeutil, one after the other
 // on the same kube-apiserver, with 100 and 1,000 pods created at once,
 // and reports per runner: time until all are Running, p50 and p99 of a
