@@ -16,7 +16,9 @@
 // register, as by the kubelet, and a critical pod (podutil.IsCritical) short
 // only of resources is admitted once a Preempter stopped a set of other
 // pods chosen as the kubelet's CriticalPodAdmissionHandler chooses them.
-// A custom check is a
+// GeneralPredicatesWithoutResources leaves the resources out, as
+// virtual-kubelet never refuses a pod for its provider's capacity
+// (agent.Config.IgnoreCapacity). A custom check is a
 // PodAdmitHandlerFunc. agent.Config.AdmitHandlers takes the ordered list;
 // see the Examples.
 package admission

@@ -80,6 +80,30 @@ func GeneralPredicatesOrInitial(registered, initial func() *v1.Node) PodAdmitHan
 	return GeneralPredicatesWithPreemption(registered, initial, nil)
 }
 
+// GeneralPredicatesWithoutResources is GeneralPredicatesOrInitial without
+// the resources check (the pods count, cpu, memory, ...): virtual-kubelet's
+// behaviour for a provider, whose capacity is what it advertises to the
+// scheduler and whose CreatePod decides whether a pod fits. A pod bound
+// past the capacity runs if the provider takes it, rather than failing
+// OutOfpods for good. The OS, node name, affinity, host port and NoExecute
+// taint checks stay.
+func GeneralPredicatesWithoutResources(registered, initial func() *v1.Node) PodAdmitHandler {
+	return PodAdmitHandlerFunc(func(attrs *PodAdmitAttributes) PodAdmitResult {
+		n, affinity := registered(), true
+		if n == nil && initial != nil {
+			n, affinity = initial(), false
+		}
+		if n == nil {
+			return PodAdmitResult{Admit: true}
+		}
+		used := attrs.OtherPodsUsage
+		if used == nil {
+			used = NewUsage(attrs.OtherPods)
+		}
+		return checkNodeOther(attrs.Pod, used, n, affinity)
+	})
+}
+
 // checkNode checks pod against node, its node selector and affinity only
 // if affinity is set: the first failure, and apart from it every resource
 // the node is short of and the first failure of another kind (for a

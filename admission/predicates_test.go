@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	goruntime "runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -162,6 +163,23 @@ func TestGeneralPredicates(t *testing.T) {
 				}
 			})
 		}
+	}
+	// Without resources (virtual-kubelet's behaviour for providers): what
+	// was short of a resource is admitted, every other check stays.
+	for _, tc := range cases {
+		t.Run("without resources/"+tc.name, func(t *testing.T) {
+			want := tc.reason
+			if strings.HasPrefix(want, admission.ReasonOutOfPrefix) {
+				want = ""
+			}
+			if tc.name == "resources are checked before affinity" {
+				want = admission.ReasonNodeAffinity
+			}
+			h := admission.GeneralPredicatesWithoutResources(func() *v1.Node { return node }, nil)
+			got := h.Admit(&admission.PodAdmitAttributes{Pod: tc.pod, OtherPods: tc.others})
+			assert.Equal(t, want == "", got.Admit, "%s: %s", got.Reason, got.Message)
+			assert.Equal(t, want, got.Reason)
+		})
 	}
 	t.Run("an unknown node admits every pod", func(t *testing.T) {
 		h := admission.GeneralPredicates(func() *v1.Node { return nil })

@@ -142,6 +142,7 @@ func New(c Config) (*Agent, error) {
 	a.status, err = status.NewManager(status.Config{
 		PodClient:      c.StatusClient,
 		NodeName:       c.NodeName,
+		SyncWorkers:    c.StatusSyncWorkers,
 		Nodes:          nodes,
 		DeletionSafety: (*handler)(a),
 		Clock:          c.Clock,
@@ -381,7 +382,7 @@ func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodCo
 		return nil
 	}
 	if c.PodSource != nil {
-		src, err := apiserver.New(apiserver.Config{Client: c.PodSource, NodeName: c.NodeName, Clock: c.Clock,
+		src, err := apiserver.New(apiserver.Config{Client: c.PodSource, NodeName: c.NodeName, Filter: c.PodFilter, Clock: c.Clock,
 			Log: c.Log.WithName("apiserver-source")})
 		if err != nil {
 			return fmt.Errorf("apiserver source: %w", err)

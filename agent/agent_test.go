@@ -376,6 +376,9 @@ func TestAdmission(t *testing.T) {
 		{"with a Node, a pod beyond its cpu rejected, as by the kubelet", withNode, hugeCPU, "OutOfcpu"},
 		{"with a Node, a pod whose node selector it does not match rejected", withNode, elsewhere, "NodeAffinity"},
 		{"without a Node, resources are not checked", nil, hugeCPU, ""},
+		{"IgnoreCapacity admits beyond MaxPods (virtual-kubelet's way)", func(c *Config) { c.MaxPods, c.IgnoreCapacity = 1, true }, newPod("second", v1.RestartPolicyAlways, "c"), ""},
+		{"IgnoreCapacity admits beyond the Node's cpu", func(c *Config) { withNode(c); c.IgnoreCapacity = true }, hugeCPU, ""},
+		{"IgnoreCapacity still checks the node selector", func(c *Config) { withNode(c); c.IgnoreCapacity = true }, elsewhere, "NodeAffinity"},
 		{"empty handler list admits beyond MaxPods", func(c *Config) {
 			c.MaxPods, c.AdmitHandlers = 1, []admission.PodAdmitHandler{}
 		}, newPod("second", v1.RestartPolicyAlways, "c"), ""},
@@ -488,6 +491,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"no node name", Config{Runtime: rt}},
 		{"no runtime", Config{NodeName: "n"}},
 		{"negative sync frequency", Config{NodeName: "n", Runtime: rt, SyncFrequency: -1}},
+		{"negative status sync workers", Config{NodeName: "n", Runtime: rt, StatusSyncWorkers: -1}},
 		{"repeated source", Config{NodeName: "n", Runtime: rt, Sources: []string{"x", "x"}}},
 		{"back-off max below initial", Config{NodeName: "n", Runtime: rt, CrashLoopBackOffInitial: time.Minute, CrashLoopBackOffMax: time.Second}},
 		{"unsafe sysctl not namespaced", Config{NodeName: "n", Runtime: rt, AllowedUnsafeSysctls: []string{"vm.swappiness"}}},

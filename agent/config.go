@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/admission"
@@ -52,6 +53,13 @@ type Config struct {
 	// PodSource lists and watches the pods bound to the node; client-go's
 	// CoreV1().Pods("") fits. nil: no apiserver source.
 	PodSource apiserver.PodListWatcher
+	// PodFilter, if set, keeps the PodSource's pods for which it returns
+	// false away from the agent, virtual-kubelet's PodEventFilterFunc (see
+	// apiserver.Config.Filter for what happens to a pod that stops
+	// passing). For a pod source of one's own (a shared informer, say),
+	// name it in Sources and feed it through Channel. nil: every pod bound
+	// to the node.
+	PodFilter func(*v1.Pod) bool
 	// Sources names extra sources the caller feeds through Channel, for
 	// example an in-memory source in a test harness. Housekeeping waits until
 	// each has sent its first SET.
@@ -99,6 +107,11 @@ type Config struct {
 	// SyncFrequency is how often every pod is synced again even without a
 	// change, the kubelet's --sync-frequency. Default 1m.
 	SyncFrequency time.Duration
+	// StatusSyncWorkers is how many pods' statuses are written to the
+	// apiserver at once (status.Config.SyncWorkers). Default 8; the
+	// kubelet writes one at a time. A client-side rate limit (client-go's
+	// QPS, 5 by default) bounds them too.
+	StatusSyncWorkers int
 	// SyncErrorBackOff is how long after a failed sync a pod is synced
 	// again (plus jitter). Default 10s, as the kubelet's.
 	SyncErrorBackOff time.Duration
@@ -148,6 +161,16 @@ type Config struct {
 	// reason OutOfpods. Default 110, as the kubelet's. It is also the pods
 	// capacity of the Node.
 	MaxPods int
+	// IgnoreCapacity admits pods whatever the node's capacity, as
+	// virtual-kubelet does for its providers: neither MaxPods nor the
+	// Node's pods count and resources are checked
+	// (admission.GeneralPredicatesWithoutResources; the OS, node name,
+	// affinity, host port and NoExecute taint checks stay), so a pod bound
+	// past a provider's advertised capacity is the provider's to take or
+	// refuse in CreatePod, and none fails OutOfpods for good. Default
+	// false, the kubelet's, which a runtime that runs containers on this
+	// host needs.
+	IgnoreCapacity bool
 	// DenyPrivileged rejects pods with privileged containers (reason
 	// PrivilegedNotAllowed). Default false: they are admitted, as by the
 	// kubelet, which no longer has allow-privileged. With a CRI runtime set
@@ -262,6 +285,9 @@ func (c *Config) setDefaults() error {
 	if c.MaxPods < 0 {
 		return fmt.Errorf("%w: negative MaxPods", ErrInvalidConfig)
 	}
+	if c.StatusSyncWorkers < 0 {
+		return fmt.Errorf("%w: negative StatusSyncWorkers", ErrInvalidConfig)
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -319,7 +345,8 @@ func (c *Config) setDefaults() error {
 const defaultMaxPods = 110
 
 // DefaultAdmitHandlers returns the built-in admit handlers of c, in the
-// order the agent runs them: MaxPods (110 if unset), then, if set,
+// order the agent runs them: MaxPods (110 if unset; not with
+// IgnoreCapacity), then, if set,
 // DenyHostNamespaces and DenyPrivileged, then admission.Sysctls with the
 // running kernel's safe sysctls and AllowedUnsafeSysctls (which, invalid,
 // refuse every pod setting a sysctl). The Node's checks are not among
@@ -331,7 +358,7 @@ const defaultMaxPods = 110
 // Agent.Node().SharedNode() and Agent.Node().InitialNode(ctx) once New has
 // returned.
 func DefaultAdmitHandlers(c Config) []admission.PodAdmitHandler {
-	return defaultAdmitHandlers(c, true)
+	return defaultAdmitHandlers(c, !c.IgnoreCapacity)
 }
 
 // defaultAdmitHandlers is DefaultAdmitHandlers, MaxPods left out unless

@@ -78,7 +78,9 @@ func (a *Agent) Node() *node.Controller { return a.node }
 // initial node; a pod never waits for the apiserver. A critical pod short
 // only of resources preempts other pods (preemptPods), as the kubelet's.
 func (a *Agent) nodeAdmitHandler(ctl *node.Controller) admission.PodAdmitHandler {
-	return admission.GeneralPredicatesWithPreemption(ctl.SharedNode, func() *v1.Node {
-		return ctl.InitialNode(context.Background())
-	}, admission.PreempterFunc(a.preemptPods))
+	initial := func() *v1.Node { return ctl.InitialNode(context.Background()) }
+	if a.cfg.IgnoreCapacity {
+		return admission.GeneralPredicatesWithoutResources(ctl.SharedNode, initial)
+	}
+	return admission.GeneralPredicatesWithPreemption(ctl.SharedNode, initial, admission.PreempterFunc(a.preemptPods))
 }

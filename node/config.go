@@ -58,10 +58,16 @@ type Provider interface {
 	Ping(ctx context.Context) error
 	// NotifyNodeStatus is called once, before registration; the provider
 	// calls cb (from any goroutine, until ctx ends) whenever its node
-	// changed. cb's node carries what the provider sets: a non-empty
-	// Capacity, Allocatable or Addresses replaces the controller's, and its
-	// Conditions replace the controller's of the same type (others are
-	// added). The change is sent at once. cb copies the node.
+	// changed. cb's node carries what the provider sets, applied as
+	// virtual-kubelet applies it: its labels and annotations (but for the
+	// keys Config and the kubelet own; one it drops later is removed unless
+	// someone changed it since), a non-empty capacity, allocatable, address
+	// or image list, a non-zero kubelet port, each non-empty nodeInfo field
+	// and a phase replace the controller's, and its conditions replace the
+	// controller's of the same type (others are added). Its taints and
+	// providerID count at registration only, as virtual-kubelet registers
+	// its provider's node spec and later sends the status. The change is
+	// sent at once. cb copies the node.
 	NotifyNodeStatus(ctx context.Context, cb func(*v1.Node))
 }
 
@@ -130,8 +136,33 @@ type Config struct {
 	// Labels are added to the kubelet's (kubernetes.io/hostname, the
 	// stable and beta os and arch labels) at registration.
 	Labels map[string]string
+	// Annotations are set at registration and reconciled on a Node that
+	// exists, as Labels.
+	Annotations map[string]string
 	// Taints are set at registration, the kubelet's --register-with-taints.
 	Taints []v1.Taint
+	// ProviderID is spec.providerID, the kubelet's --provider-id: set at
+	// registration, and on a registered Node that has none (the apiserver
+	// refuses to change one that is set).
+	ProviderID string
+
+	// Virtual says the node is not this host (a virtual-kubelet style
+	// provider's): nothing of the host is read or reported. The capacity
+	// is Capacity and MaxPods only, the addresses Addresses (default: the
+	// Hostname address alone), nodeInfo NodeInfo only, and
+	// ephemeral-storage is not required for Ready. Default false: the
+	// host's capacity, addresses and nodeInfo fill what Config leaves out.
+	Virtual bool
+	// NodeInfo, when set, is status.nodeInfo in place of the host's
+	// (machine and boot IDs, kernel, OS image, OS and architecture are
+	// then its fields, empty where it leaves them empty); KubeletVersion
+	// and the runtime's version fill its empty kubeletVersion and
+	// containerRuntimeVersion. Its operatingSystem and architecture, when
+	// set, are the os and arch labels' values.
+	NodeInfo *v1.NodeSystemInfo
+	// Phase is status.phase, a field the kubelet leaves empty (it is
+	// deprecated) and virtual-kubelet providers set (Running). Optional.
+	Phase v1.NodePhase
 	// MaxPods is the pods capacity. Default 110.
 	MaxPods int
 	// PodsPerCore, if positive, caps the pods capacity at this many per
@@ -245,6 +276,14 @@ type Config struct {
 	// goroutines and must not block.
 	OnRepeatedHeartbeatFailure func()
 
+	// OnStatusUpdateError is called when a status update failed every
+	// try (or found the Node deleted), virtual-kubelet's
+	// NodeStatusUpdateErrorHandler: if it returns nil (it may have
+	// created the Node again, say), the update is tried once more at once,
+	// from the Node read again; its error, or a second failure, is the
+	// computation's. Optional. It runs on the status loop.
+	OnStatusUpdateError func(ctx context.Context, err error) error
+
 	// Clock drives every timer. Default the real clock.
 	Clock clock.Clock
 	// Log receives the controller's logs. Default logr.Discard().
@@ -271,6 +310,15 @@ func (c *Config) setDefaults() error {
 		errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...)
 		if len(errs) > 0 {
 			return fmt.Errorf("%w: label %s=%s: %s", ErrInvalidConfig, k, v, strings.Join(errs, "; "))
+		}
+	}
+	for k, v := range c.Annotations {
+		errs := validation.IsQualifiedName(k)
+		if len(v) > 256*1024 {
+			errs = append(errs, "value longer than 256 KiB")
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("%w: annotation %s: %s", ErrInvalidConfig, k, strings.Join(errs, "; "))
 		}
 	}
 	for _, rl := range []v1.ResourceList{c.Capacity, c.Allocatable, c.SystemReserved, c.KubeReserved} {
@@ -350,6 +398,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.RootDir == "" {
 		c.RootDir = "/"
+	}
+	if c.Machine == nil && c.Virtual {
+		c.Machine = Machine{} // nothing of the host: Capacity and MaxPods only
 	}
 	if c.Machine == nil {
 		c.Machine = HostMachine{RootDir: c.RootDir}

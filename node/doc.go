@@ -43,10 +43,16 @@
 // through NodeClient and LeaseClient, which client-go's
 // CoreV1().Nodes() and CoordinationV1().Leases("kube-node-lease") satisfy.
 // A virtual-kubelet style provider plugs in as a Provider (Ping,
-// NotifyNodeStatus); Setters adjust every computed status. A Controller
-// also answers Get for its own Node, so status.Manager can take it as its
-// Nodes for mirror pods' owner references without another request, and
-// InitialNode builds the Node it would register, which admission checks pods against until the Node is
+// NotifyNodeStatus, whose node is applied field by field as
+// virtual-kubelet applies it); Config.Virtual keeps the host's capacity,
+// addresses and nodeInfo off a node that is not this host, and
+// Config.NodeInfo, ProviderID, Annotations and Phase set what such a node
+// reports (package provider/nodeutil fills them from a provider's node
+// template); Setters adjust every computed status (allocatable after
+// reservations, for one). A Controller also answers Get for its own Node,
+// so status.Manager can take it as its Nodes for mirror pods' owner
+// references without another request, and InitialNode builds the Node it
+// would register, which admission checks pods against until the Node is
 // registered (the kubelet's initialNode). node/nodetest has a fake
 // apiserver for both clients.
 //

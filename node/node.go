@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	goruntime "runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,9 @@ type Controller struct {
 
 	labels    map[string]string
 	addresses []v1.NodeAddress
+	// osLabel and archLabel are the kubernetes.io/os and arch labels'
+	// values: the host's, or Config.NodeInfo's.
+	osLabel, archLabel string
 
 	trigger    chan struct{}
 	registered chan struct{}
@@ -61,6 +65,9 @@ type Controller struct {
 	mu       sync.Mutex
 	node     *v1.Node // last known from the apiserver; never modified
 	provided *v1.Node // the provider's last node
+	// appliedLabels and appliedAnnotations are the provider's as last
+	// written to the Node: a key it drops is removed from the Node.
+	appliedLabels, appliedAnnotations map[string]string
 	// watching is whether a watch of the Node is open (watch.go): node is
 	// then as current as the apiserver's cache.
 	watching bool
@@ -90,18 +97,32 @@ func New(c Config) (*Controller, error) {
 		cfg:        c,
 		trigger:    make(chan struct{}, 1),
 		registered: make(chan struct{}),
+		osLabel:    goruntime.GOOS,
+		archLabel:  goruntime.GOARCH,
+	}
+	if ni := c.NodeInfo; ni != nil {
+		if ni.OperatingSystem != "" {
+			ctl.osLabel = ni.OperatingSystem
+		}
+		if ni.Architecture != "" {
+			ctl.archLabel = ni.Architecture
+		}
 	}
 	hostname := c.Hostname
 	ctl.labels = map[string]string{
 		v1.LabelHostname:   hostname,
-		v1.LabelOSStable:   goruntime.GOOS,
-		v1.LabelArchStable: goruntime.GOARCH,
-		labelOSBeta:        goruntime.GOOS,
-		labelArchBeta:      goruntime.GOARCH,
+		v1.LabelOSStable:   ctl.osLabel,
+		v1.LabelArchStable: ctl.archLabel,
+		labelOSBeta:        ctl.osLabel,
+		labelArchBeta:      ctl.archLabel,
 	}
 	maps.Copy(ctl.labels, c.Labels)
 	ctl.runtime.DownAfter = c.RuntimeDownAfter
-	ctl.addresses = nodeAddresses(c.Addresses, c.NodeIPs, hostname)
+	if c.Virtual && len(c.Addresses) == 0 && len(c.NodeIPs) == 0 {
+		ctl.addresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: hostname}}
+	} else {
+		ctl.addresses = nodeAddresses(c.Addresses, c.NodeIPs, hostname)
+	}
 	return ctl, nil
 }
 
@@ -268,6 +289,68 @@ func (c *Controller) fresh() bool {
 	return c.watching || c.cfg.Clock.Since(c.readAt) < c.cfg.UpdateFrequency
 }
 
+// providedMeta returns the labels and annotations of the provider's last
+// node (nil without one); they are the controller's own, not to be
+// modified.
+func (c *Controller) providedMeta() (labels, annotations map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.provided == nil {
+		return nil, nil
+	}
+	return c.provided.Labels, c.provided.Annotations
+}
+
+// setApplied records the provider's labels and annotations as written.
+func (c *Controller) setApplied(labels, annotations map[string]string) {
+	c.mu.Lock()
+	c.appliedLabels, c.appliedAnnotations = labels, annotations
+	c.mu.Unlock()
+}
+
+// mergeProvided returns cur with want (the provider's labels or
+// annotations) set and the keys of applied (the provider's as last
+// written) that want dropped removed, unless someone changed their value
+// since; keys of owned (Config's and the kubelet's) are the controller's
+// and left alone. It returns cur itself when nothing changes, else a new
+// map, and whether it changed.
+func mergeProvided(cur, want, applied, owned map[string]string) (map[string]string, bool) {
+	var out map[string]string
+	write := func() {
+		if out == nil {
+			out = maps.Clone(cur)
+			if out == nil {
+				out = map[string]string{}
+			}
+		}
+	}
+	for k, v := range want {
+		if _, mine := owned[k]; mine {
+			continue
+		}
+		if cv, ok := cur[k]; !ok || cv != v {
+			write()
+			out[k] = v
+		}
+	}
+	for k, v := range applied {
+		if _, still := want[k]; still {
+			continue
+		}
+		if _, mine := owned[k]; mine {
+			continue
+		}
+		if cv, ok := cur[k]; ok && cv == v {
+			write()
+			delete(out, k)
+		}
+	}
+	if out == nil {
+		return cur, false
+	}
+	return out, true
+}
+
 func (c *Controller) providerUpdate(n *v1.Node) {
 	cp := n.DeepCopy()
 	c.mu.Lock()
@@ -331,12 +414,32 @@ func (c *Controller) initialNode(ctx context.Context) *v1.Node {
 	return n
 }
 
-// newNode is the Node to create without a status: name, labels, taints.
+// newNode is the Node to create without a status: name, labels and
+// annotations (Config's and the provider's), taints and providerID
+// (Config's, else the provider's node's, as virtual-kubelet registers its
+// provider's node spec).
 func (c *Controller) newNode() *v1.Node {
-	return &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: c.cfg.NodeName, Labels: maps.Clone(c.labels)},
-		Spec:       v1.NodeSpec{Taints: append([]v1.Taint(nil), c.cfg.Taints...)},
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: c.cfg.NodeName, Labels: maps.Clone(c.labels), Annotations: maps.Clone(c.cfg.Annotations)},
+		Spec:       v1.NodeSpec{Taints: append([]v1.Taint(nil), c.cfg.Taints...), ProviderID: c.cfg.ProviderID},
 	}
+	c.mu.Lock()
+	provided := c.provided
+	c.mu.Unlock()
+	if provided == nil {
+		return n
+	}
+	n.Labels, _ = mergeProvided(n.Labels, provided.Labels, nil, c.labels)
+	n.Annotations, _ = mergeProvided(n.Annotations, provided.Annotations, nil, c.cfg.Annotations)
+	if n.Spec.ProviderID == "" {
+		n.Spec.ProviderID = provided.Spec.ProviderID
+	}
+	for _, t := range provided.Spec.Taints {
+		if !slices.ContainsFunc(n.Spec.Taints, func(o v1.Taint) bool { return o.MatchTaint(&t) }) {
+			n.Spec.Taints = append(n.Spec.Taints, t)
+		}
+	}
+	return n
 }
 
 // InitialNode returns the Node the controller registers, as far as it is
@@ -359,12 +462,14 @@ func (c *Controller) InitialNode(ctx context.Context) *v1.Node {
 
 func (c *Controller) tryRegister(ctx context.Context) error {
 	node := c.initialNode(ctx)
+	pl, pa := c.providedMeta()
 	cctx, cancel := c.callCtx(ctx)
 	created, err := c.cfg.Nodes.Create(cctx, node, metav1.CreateOptions{})
 	cancel()
 	if err == nil {
 		c.cfg.Log.Info("Registered node", "node", c.cfg.NodeName)
 		c.lastReport = c.cfg.Clock.Now()
+		c.setApplied(pl, pa)
 		c.setNode(created)
 		return nil
 	}
@@ -392,21 +497,31 @@ func (c *Controller) tryRegister(ctx context.Context) error {
 	return nil
 }
 
-// reconcile returns a copy of existing with the labels the controller owns
-// (the kubelet's defaults and Config.Labels) set, and whether that changed
-// anything. Other labels, annotations, taints and the spec are left alone,
-// as the kubelet leaves them; the status follows with the first update.
+// reconcile returns a copy of existing with the labels and annotations
+// the controller owns (the kubelet's default labels, Config.Labels and
+// Config.Annotations) set, and Config.ProviderID if the Node has none, and
+// whether that changed anything. Other labels, annotations, taints and the
+// spec are left alone, as the kubelet leaves them; the status, and the
+// provider's labels and annotations, follow with the first update.
 func (c *Controller) reconcile(existing *v1.Node) (*v1.Node, bool) {
 	changed := false
 	n := existing.DeepCopy()
-	if n.Labels == nil {
-		n.Labels = map[string]string{}
-	}
-	for k, v := range c.labels {
-		if n.Labels[k] != v {
-			n.Labels[k] = v
-			changed = true
+	set := func(m *map[string]string, owned map[string]string) {
+		for k, v := range owned {
+			if cur, ok := (*m)[k]; !ok || cur != v {
+				if *m == nil {
+					*m = map[string]string{}
+				}
+				(*m)[k] = v
+				changed = true
+			}
 		}
+	}
+	set(&n.Labels, c.labels)
+	set(&n.Annotations, c.cfg.Annotations)
+	if n.Spec.ProviderID == "" && c.cfg.ProviderID != "" {
+		n.Spec.ProviderID = c.cfg.ProviderID
+		changed = true
 	}
 	return n, changed
 }
@@ -453,10 +568,10 @@ const (
 )
 
 // requiredLabelsMissing reports whether labels lack the stable OS or
-// architecture label with this host's value, which the kubelet restores
+// architecture label with the node's value, which the kubelet restores
 // at every status update.
-func requiredLabelsMissing(labels map[string]string) bool {
-	return labels[v1.LabelOSStable] != goruntime.GOOS || labels[v1.LabelArchStable] != goruntime.GOARCH
+func (c *Controller) requiredLabelsMissing(labels map[string]string) bool {
+	return labels[v1.LabelOSStable] != c.osLabel || labels[v1.LabelArchStable] != c.archLabel
 }
 
 // errNodeGone says the Node was deleted under the controller.
@@ -469,6 +584,24 @@ var errNodeGone = errors.New("node deleted")
 // last try's error. A Node deleted under the controller is registered
 // again.
 func (c *Controller) syncStatus(ctx context.Context) error {
+	err := c.syncStatusTries(ctx)
+	if err == nil || ctx.Err() != nil || c.cfg.OnStatusUpdateError == nil {
+		return err
+	}
+	// virtual-kubelet's NodeStatusUpdateErrorHandler: nil from it is
+	// another try, from the Node read again.
+	if herr := c.cfg.OnStatusUpdateError(ctx, err); herr != nil {
+		return herr
+	}
+	if err = c.tryUpdateStatus(ctx, 1); errors.Is(err, errNodeGone) {
+		c.forget()
+		return fmt.Errorf("node %q not found: it was deleted", c.cfg.NodeName)
+	}
+	return err
+}
+
+// syncStatusTries is syncStatus without the error handler.
+func (c *Controller) syncStatusTries(ctx context.Context) error {
 	if c.current() == nil && c.cfg.RegisterAgain { // deleted earlier and not registered again yet
 		return c.tryRegister(ctx)
 	}
@@ -528,20 +661,35 @@ func (c *Controller) tryUpdateStatus(ctx context.Context, try int) error {
 	}
 	now := c.cfg.Clock.Now()
 	st := c.computeStatus(ctx, &base.Status, now)
-	labelsMissing := requiredLabelsMissing(base.Labels)
-	if !labelsMissing && !statusChanged(&base.Status, st) && now.Sub(c.lastReport) < c.cfg.ReportFrequency {
+	labelsMissing := c.requiredLabelsMissing(base.Labels)
+	// The provider's labels and annotations (NotifyNodeStatus), as
+	// virtual-kubelet applies its provider's node's.
+	pl, pa := c.providedMeta()
+	c.mu.Lock()
+	al, aa := c.appliedLabels, c.appliedAnnotations
+	c.mu.Unlock()
+	labels, labelsChanged := mergeProvided(base.Labels, pl, al, c.labels)
+	annotations, annotationsChanged := mergeProvided(base.Annotations, pa, aa, c.cfg.Annotations)
+	if !labelsMissing && !labelsChanged && !annotationsChanged &&
+		!statusChanged(&base.Status, st) && now.Sub(c.lastReport) < c.cfg.ReportFrequency {
 		return nil
 	}
 	// One copy of base's meta and spec with the new status, rather than
 	// a copy of base whose status is then replaced.
 	n := (&v1.Node{TypeMeta: base.TypeMeta, ObjectMeta: base.ObjectMeta, Spec: base.Spec, Status: *st}).DeepCopy()
+	if labelsChanged {
+		n.Labels = labels // mergeProvided's own copy
+	}
+	if annotationsChanged {
+		n.Annotations = annotations
+	}
 	if labelsMissing {
 		// The kubelet's updateNode puts back the OS and architecture labels
 		// (the status subresource takes metadata changes).
 		if n.Labels == nil {
 			n.Labels = map[string]string{}
 		}
-		n.Labels[v1.LabelOSStable], n.Labels[v1.LabelArchStable] = goruntime.GOOS, goruntime.GOARCH
+		n.Labels[v1.LabelOSStable], n.Labels[v1.LabelArchStable] = c.osLabel, c.archLabel
 	}
 	cctx, cancel := c.callCtx(ctx)
 	var updated *v1.Node
@@ -561,6 +709,7 @@ func (c *Controller) tryUpdateStatus(ctx context.Context, try int) error {
 		return errors.New("status update returned no node")
 	}
 	c.lastReport = now
+	c.setApplied(pl, pa)
 	c.setNode(updated)
 	c.cfg.Log.V(4).Info("Updated node status", "node", c.cfg.NodeName)
 	return nil

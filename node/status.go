@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -56,7 +57,7 @@ func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now 
 	// The kubelet requires ephemeral-storage too (LocalStorageCapacityIsolation
 	// is on); a provider's capacity is its own, as under virtual-kubelet.
 	required := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods, v1.ResourceEphemeralStorage}
-	if provided != nil && len(provided.Status.Capacity) > 0 {
+	if c.cfg.Virtual || provided != nil && len(provided.Status.Capacity) > 0 {
 		required = required[:3]
 	}
 	var missing []string
@@ -104,8 +105,12 @@ func (c *Controller) computeStatus(ctx context.Context, old *v1.NodeStatus, now 
 // setMachineStatus sets the fields of st the controller owns that take no
 // runtime call: capacity and allocatable (the provider's over the
 // controller's, others' extended resources of old kept), addresses, the
-// daemon endpoint and nodeInfo but the runtime version. It returns the
-// provider's last node, or nil.
+// daemon endpoint, nodeInfo but the runtime version (unless configured or
+// provided) and the phase. What the provider's last node sets
+// (NotifyNodeStatus) replaces the controller's, as virtual-kubelet sends
+// its provider's status: a non-empty capacity, allocatable, address list
+// or image list, a non-zero kubelet port, each non-empty nodeInfo field
+// and a phase. It returns the provider's last node, or nil.
 func (c *Controller) setMachineStatus(ctx context.Context, st, old *v1.NodeStatus) *v1.Node {
 	st.Addresses = c.addresses
 	st.DaemonEndpoints.KubeletEndpoint.Port = c.cfg.KubeletPort
@@ -135,7 +140,21 @@ func (c *Controller) setMachineStatus(ctx context.Context, st, old *v1.NodeStatu
 		info.MachineID, info.SystemUUID, info.BootID = m.MachineID, m.SystemUUID, m.BootID
 		info.KernelVersion, info.OSImage = m.KernelVersion, m.OSImage
 	}
+	switch {
+	case c.cfg.NodeInfo != nil: // the configured identity, not the machine's
+		ni := *c.cfg.NodeInfo
+		ni.Swap, ni.RunningInUserNamespace = info.Swap, info.RunningInUserNamespace
+		if ni.KubeletVersion == "" {
+			ni.KubeletVersion = c.cfg.KubeletVersion
+		}
+		info = ni
+	case c.cfg.Virtual: // nothing of the host
+		info = v1.NodeSystemInfo{KubeletVersion: c.cfg.KubeletVersion, Swap: info.Swap, RunningInUserNamespace: info.RunningInUserNamespace}
+	}
 	st.NodeInfo = info
+	if c.cfg.Phase != "" {
+		st.Phase = c.cfg.Phase
+	}
 
 	c.mu.Lock()
 	provided := c.provided
@@ -150,9 +169,39 @@ func (c *Controller) setMachineStatus(ctx context.Context, st, old *v1.NodeStatu
 		if len(provided.Status.Addresses) > 0 {
 			st.Addresses = provided.Status.Addresses
 		}
+		if len(provided.Status.Images) > 0 {
+			st.Images = provided.Status.Images
+		}
+		if p := provided.Status.DaemonEndpoints.KubeletEndpoint.Port; p != 0 {
+			st.DaemonEndpoints.KubeletEndpoint.Port = p
+		}
+		overlayNodeInfo(&st.NodeInfo, &provided.Status.NodeInfo)
+		if provided.Status.Phase != "" {
+			st.Phase = provided.Status.Phase
+		}
 	}
 	st.Capacity, st.Allocatable = keepExtendedResources(old.Capacity, st.Capacity, st.Allocatable)
 	return provided
+}
+
+// overlayNodeInfo sets each field of info that p sets.
+func overlayNodeInfo(info, p *v1.NodeSystemInfo) {
+	for _, f := range []struct {
+		dst *string
+		src string
+	}{
+		{&info.MachineID, p.MachineID}, {&info.SystemUUID, p.SystemUUID}, {&info.BootID, p.BootID},
+		{&info.KernelVersion, p.KernelVersion}, {&info.OSImage, p.OSImage},
+		{&info.ContainerRuntimeVersion, p.ContainerRuntimeVersion}, {&info.KubeletVersion, p.KubeletVersion},
+		{&info.OperatingSystem, p.OperatingSystem}, {&info.Architecture, p.Architecture},
+	} {
+		if f.src != "" {
+			*f.dst = f.src
+		}
+	}
+	if p.Swap != nil {
+		info.Swap = p.Swap
+	}
 }
 
 // runSetters runs the Setters on st, never two runs at once (the status
@@ -250,9 +299,12 @@ func (c *Controller) runtimeState(ctx context.Context, rt runtime.Runtime, st *v
 		// the runtime first answers.
 		notReady = append(notReady, "network state unknown")
 	}
-	st.NodeInfo.ContainerRuntimeVersion = old.NodeInfo.ContainerRuntimeVersion
-	if v, err := rt.Version(cctx); err == nil {
-		st.NodeInfo.ContainerRuntimeVersion = runtimeVersion(old.NodeInfo.ContainerRuntimeVersion, rt.Type(), v)
+	// A runtime version configured (NodeInfo) or provided stands.
+	if st.NodeInfo.ContainerRuntimeVersion == "" {
+		st.NodeInfo.ContainerRuntimeVersion = old.NodeInfo.ContainerRuntimeVersion
+		if v, err := rt.Version(cctx); err == nil {
+			st.NodeInfo.ContainerRuntimeVersion = runtimeVersion(old.NodeInfo.ContainerRuntimeVersion, rt.Type(), v)
+		}
 	}
 	if is, ok := rt.(runtime.ImageService); ok {
 		if c.cfg.NoImages {
@@ -374,7 +426,7 @@ func setCondition(conds []v1.NodeCondition, c v1.NodeCondition, now metav1.Time)
 // heartbeat times, the kubelet's nodeStatusHasChanged for the fields the
 // controller writes.
 func statusChanged(old, st *v1.NodeStatus) bool {
-	if len(old.Conditions) != len(st.Conditions) ||
+	if len(old.Conditions) != len(st.Conditions) || old.Phase != st.Phase ||
 		!resourcesEqual(old.Capacity, st.Capacity) || !resourcesEqual(old.Allocatable, st.Allocatable) ||
 		!slices.Equal(old.Addresses, st.Addresses) || old.DaemonEndpoints != st.DaemonEndpoints ||
 		!nodeInfoEqual(&old.NodeInfo, &st.NodeInfo) || !imagesEqual(old.Images, st.Images) {
@@ -416,7 +468,8 @@ func resourcesEqual(a, b v1.ResourceList) bool {
 func nodeInfoEqual(a, b *v1.NodeSystemInfo) bool {
 	x, y := *a, *b
 	x.Swap, y.Swap, x.RunningInUserNamespace, y.RunningInUserNamespace = nil, nil, nil, nil
-	return x == y && a.Swap == b.Swap && a.RunningInUserNamespace == b.RunningInUserNamespace
+	// By value: a provider's Swap is its own pointer, the Node's another.
+	return x == y && apiequality.Semantic.DeepEqual(a.Swap, b.Swap) && apiequality.Semantic.DeepEqual(a.RunningInUserNamespace, b.RunningInUserNamespace)
 }
 
 func imagesEqual(a, b []v1.ContainerImage) bool {

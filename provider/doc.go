@@ -19,10 +19,15 @@
 //     is a runtime.StatusOwner, so what the provider reports is what the
 //     agent's status manager sends, apart from what the kubelet always sets
 //     (QoS class, start time, host IPs when missing, the transition times of
-//     its conditions, observed generation), and the agent runs no probes for
-//     these pods.
+//     its conditions, observed generation, and, once the phase is Succeeded
+//     or Failed, Ready and ContainersReady False with reason PodCompleted or
+//     PodFailed, whatever the provider says: a finished pod is not ready),
+//     and the agent runs no probes for these pods.
 //   - Status changes reach the pipeline as container events carrying the new
-//     status: from NotifyPods at once, or for a provider without it from a
+//     status: from NotifyPods at once (registered when the agent opens the
+//     event stream, before the provider is asked anything: SyncPod and
+//     KillPod wait for it, so a provider may call its callback from
+//     CreatePod without a nil check, as virtual-kubelet's mock does), or for a provider without it from a
 //     poll of GetPodStatus every PollPeriod. The agent streams them with the
 //     evented PLEG; relisting (GetPods from memory) is only the safety net.
 //     A pod's first status write waits for CreatePod and carries what the
@@ -73,6 +78,16 @@
 //	})
 //	if err != nil { ... }
 //	err = a.Run(ctx)
+//
+// Package provider/nodeutil does all of the above in one call, as
+// virtual-kubelet's nodeutil.NewNode: agent, Node, Lease and kubelet API
+// for a provider and its node template.
+//
+// Admission: the agent checks pods against the Node as the kubelet does,
+// its pods capacity and resources included, and a pod bound past them
+// fails (OutOfpods, OutOfcpu ...) for good. virtual-kubelet never refuses a
+// pod for its provider's capacity; agent.Config.IgnoreCapacity does the
+// same (nodeutil's default), leaving the provider's CreatePod to refuse.
 //
 // Differences from virtual-kubelet's PodController, on purpose: the agent
 // keeps the kubelet's guarantees, so a pod is deleted from the apiserver

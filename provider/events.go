@@ -42,6 +42,7 @@ func (r *Runtime) WatchContainerEvents(ctx context.Context) (<-chan runtime.Cont
 	r.mu.Unlock()
 	if r.notifier != nil {
 		r.notifier.NotifyPods(ctx, r.notified)
+		r.notifyingOnce.Do(func() { close(r.notifying) })
 	}
 	go func() {
 		if r.notifier == nil {

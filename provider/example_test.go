@@ -15,12 +15,20 @@ import (
 // A virtual-kubelet provider (here the mock) as a runtime: the calls the
 // agent makes, and the provider's status as the pod's.
 func ExampleNew() {
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	p := providertest.NewNotifier(nil) // any virtual-kubelet provider
 	rt, err := provider.New(provider.Config{Provider: p})
 	if err != nil {
 		panic(err)
 	}
+	// The agent opens the event stream first, which registers NotifyPods:
+	// the provider is called only after that.
+	events, _ := rt.WatchContainerEvents(ctx)
+	go func() {
+		for range events {
+		}
+	}()
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"},
 		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "app:1"}}},
@@ -31,15 +39,13 @@ func ExampleNew() {
 	st, _ := rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	fmt.Println("phase:", st.APIStatus.Phase, "pod IP:", st.APIStatus.PodIP)
 
-	// DeletePod, then wait until the provider stopped it. No event stream
-	// is open here (the agent opens one), so NotifyPods was not registered
-	// and the final status is virtual-kubelet's for a provider that said
-	// nothing: Succeeded, reason Terminated.
+	// DeletePod, then wait until the provider stopped it; its last status
+	// comes through NotifyPods.
 	_ = rt.KillPod(ctx, pod, runtime.Pod{ID: pod.UID}, nil)
 	st, _ = rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	fmt.Println("phase:", st.APIStatus.Phase, "reason:", st.APIStatus.Reason, "pods left:", p.Len())
 	// Output:
 	// sync error: <nil>
 	// phase: Running pod IP: 5.6.7.8
-	// phase: Succeeded reason: Terminated pods left: 0
+	// phase: Succeeded reason: MockProviderPodDeleted pods left: 0
 }

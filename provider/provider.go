@@ -73,7 +73,12 @@ type Runtime struct {
 	cfg      Config
 	p        PodLifecycleHandler
 	notifier PodNotifier // nil: polled
-	log      logr.Logger
+	// notifying is closed once NotifyPods was called (the first
+	// WatchContainerEvents): no CreatePod, UpdatePod or DeletePod before,
+	// as virtual-kubelet's PodController registers it before its workers.
+	notifying     chan struct{}
+	notifyingOnce sync.Once
+	log           logr.Logger
 	// summary is the provider's GetStatsSummary, nil without.
 	summary stats.SummaryFunc
 
@@ -119,7 +124,7 @@ func New(c Config) (*Runtime, error) {
 	if c.Log.GetSink() == nil {
 		c.Log = logr.Discard()
 	}
-	r := &Runtime{cfg: c, p: c.Provider, log: c.Log, pods: map[types.UID]*record{}, names: map[string]types.UID{}}
+	r := &Runtime{cfg: c, p: c.Provider, log: c.Log, pods: map[types.UID]*record{}, names: map[string]types.UID{}, notifying: make(chan struct{})}
 	r.notifier, _ = c.Provider.(PodNotifier)
 	r.summary = summaryFunc(c.Provider)
 	return r, nil
@@ -404,6 +409,10 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, _ *runtime.PodStatus
 	}
 	bkey := "provider_" + string(pod.UID)
 	step := res.NewStep(runtime.CreatePodSandbox, string(pod.UID))
+	if err := r.awaitNotifier(ctx); err != nil {
+		step.Fail(fmt.Errorf("%w: %w", runtime.ErrCreatePodSandbox, err), "the provider's NotifyPods is not registered yet")
+		return res
+	}
 	if backoff != nil && backoff.IsInBackOffSinceUpdate(bkey, r.cfg.Clock.Now()) {
 		step.Fail(fmt.Errorf("%w: provider back-off %s", runtime.ErrCreatePodSandbox, backoff.Get(bkey)),
 			fmt.Sprintf("back-off %s before the provider is asked again", backoff.Get(bkey)))
@@ -452,6 +461,22 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, _ *runtime.PodStatus
 	return res
 }
 
+// awaitNotifier waits, for a PodNotifier, until its NotifyPods was called:
+// a provider may call its callback from CreatePod without a nil check
+// (virtual-kubelet's mock does). The agent opens the event stream, which
+// registers it, when it starts.
+func (r *Runtime) awaitNotifier(ctx context.Context) error {
+	if r.notifier == nil {
+		return nil
+	}
+	select {
+	case <-r.notifying:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the provider's NotifyPods to be registered: %w", ctx.Err())
+	}
+}
+
 // KillPod asks the provider to delete the pod (DeletePod, with
 // DeletionGracePeriodSeconds set to the effective grace period) and waits,
 // within that grace period, until the provider reports it stopped (every
@@ -471,6 +496,9 @@ func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, rp runtime.Pod, grac
 		if err := r.refresh(ctx, uid, ns, name); err != nil {
 			r.log.V(1).Info("Cannot read the status of a pod to stop", "pod", key(ns, name), "err", err)
 		}
+	}
+	if err := r.awaitNotifier(ctx); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	rec := r.recordLocked(uid, ns, name, uid != "")

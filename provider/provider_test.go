@@ -76,14 +76,25 @@ func newEnv(t *testing.T, notify bool) *env {
 	e.rt, err = provider.New(provider.Config{Provider: h, Recorder: e.rec, Clock: e.clk})
 	require.NoError(t, err)
 	e.b = runtime.NewBackoff(10*time.Second, 80*time.Second, 0, e.clk)
+	if notify {
+		// As the agent does first: a notifier's NotifyPods is registered
+		// when a stream opens, and SyncPod waits for it.
+		e.watch(t)
+	}
 	return e
 }
 
 // watch opens the runtime's event stream until the test ends.
 func (e *env) watch(t *testing.T) <-chan runtime.ContainerEvent {
 	t.Helper()
+	return openStream(t, e.rt)
+}
+
+// openStream opens rt's event stream until the test ends.
+func openStream(t *testing.T, rt *provider.Runtime) <-chan runtime.ContainerEvent {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := e.rt.WatchContainerEvents(ctx)
+	ch, err := rt.WatchContainerEvents(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		cancel()
@@ -310,6 +321,7 @@ func TestDeleteWithGrace(t *testing.T) {
 		spy := &deleteSpy{Notifier: &providertest.Notifier{Provider: e.p}}
 		rt, err := provider.New(provider.Config{Provider: spy, Clock: e.clk})
 		require.NoError(t, err)
+		openStream(t, rt)
 		pod := testPod("web")
 		require.NoError(t, rt.SyncPod(context.Background(), pod, nil, nil, nil).Error())
 		require.NoError(t, rt.KillPod(context.Background(), pod, runtime.Pod{ID: pod.UID}, ptr.To[int64](7)))
@@ -369,7 +381,7 @@ func TestStatusChanges(t *testing.T) {
 		ev = <-events
 		assert.Equal(t, v1.ConditionFalse, ev.PodStatus.APIStatus.Conditions[1].Status, "no clock step needed")
 		assert.Zero(t, e.p.Calls("GetPodStatus"), "nothing polled")
-		assert.Equal(t, 1, e.p.Calls("NotifyPods"))
+		assert.Equal(t, 2, e.p.Calls("NotifyPods"), "once per stream opened (newEnv's and this one)")
 	})
 	t.Run("without NotifyPods the status is polled every PollPeriod", func(t *testing.T) {
 		e := newEnv(t, false)

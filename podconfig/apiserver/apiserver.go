@@ -34,6 +34,17 @@ type Config struct {
 	Client PodListWatcher
 	// NodeName selects the pods bound to this node. Required.
 	NodeName string
+	// Filter, if set, keeps out the pods for which it returns false,
+	// virtual-kubelet's PodEventFilterFunc: they are left out of a list,
+	// and their ADDED and MODIFIED events are dropped (a DELETED event
+	// always passes: a pod that ran is stopped when it is deleted). As
+	// under virtual-kubelet, a pod that stops passing keeps the version the
+	// agent last had until it is deleted (or until a relist after an
+	// expired watch, which leaves it out); filter on what does not change
+	// over a pod's life (spec.schedulerName, spec.runtimeClassName, a label
+	// set at creation). It is called on the source's goroutine and must not
+	// block or modify the pod. nil: every pod bound to the node.
+	Filter func(*v1.Pod) bool
 	// BackoffInitial is the first delay after a failed call; it doubles up to
 	// BackoffMax. Defaults 1s and 30s.
 	BackoffInitial, BackoffMax time.Duration
@@ -161,11 +172,15 @@ func (s *Source) newBackoff() *wait.Backoff {
 	return &wait.Backoff{Duration: s.c.BackoffInitial, Factor: 2, Cap: s.c.BackoffMax, Steps: math.MaxInt32}
 }
 
-// mine reports whether the pod is bound to this node; the field selector
-// already ensures it with a real apiserver.
+// mine reports whether the pod is bound to this node (the field selector
+// already ensures it with a real apiserver) and passes Filter.
 func (s *Source) mine(p *v1.Pod) bool {
 	if p.Spec.NodeName != s.c.NodeName {
 		s.c.Log.Info("Ignoring pod bound to another node", "pod", p.Namespace+"/"+p.Name, "nodeName", p.Spec.NodeName)
+		return false
+	}
+	if s.c.Filter != nil && !s.c.Filter(p) {
+		s.c.Log.V(4).Info("Ignoring pod the filter keeps out", "pod", p.Namespace+"/"+p.Name)
 		return false
 	}
 	return true
@@ -217,7 +232,7 @@ func (s *Source) consume(ctx context.Context, w watch.Interface, rv *string, upd
 			return n, fmt.Errorf("watch event %s carries %T, not *v1.Pod", ev.Type, ev.Object)
 		}
 		*rv = pod.ResourceVersion
-		if !s.mine(pod) {
+		if !s.mine(pod) && (op != podconfig.REMOVE || pod.Spec.NodeName != s.c.NodeName) {
 			continue
 		}
 		if !send(ctx, updates, podconfig.PodUpdate{Pods: []*v1.Pod{pod}, Op: op, Source: podutil.ApiserverSource}) {

@@ -54,8 +54,14 @@ type harness struct {
 
 func start(t *testing.T, client *podconfigtest.PodClient) *harness {
 	t.Helper()
+	return startWith(t, client, nil)
+}
+
+// startWith is start with a Filter.
+func startWith(t *testing.T, client *podconfigtest.PodClient, filter func(*v1.Pod) bool) *harness {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	src, err := New(Config{Client: client, NodeName: node, Clock: clk})
+	src, err := New(Config{Client: client, NodeName: node, Clock: clk, Filter: filter})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{t: t, client: client, clock: clk, updates: make(chan podconfig.PodUpdate), cancel: cancel, done: make(chan error, 1)}
@@ -199,6 +205,40 @@ func TestPodsOfOtherNodesAreIgnored(t *testing.T) {
 		w.Add(pod("b", "11", "i"))
 	}()
 	assert.Equal(t, []string{"b"}, names(h.next()), "the other node's pod was skipped")
+}
+
+// TestFilterKeepsPodsOut: pods the Filter refuses are left out of the
+// list and their ADDED and MODIFIED events dropped, as virtual-kubelet's
+// PodEventFilterFunc; a DELETED event passes whatever the filter says.
+func TestFilterKeepsPodsOut(t *testing.T) {
+	mine := func(name, rv, scheduler string) *v1.Pod {
+		p := pod(name, rv, "i")
+		p.Spec.SchedulerName = scheduler
+		return p
+	}
+	client := podconfigtest.NewPodClient(10)
+	client.SetList(list("10", mine("a", "5", "vk"), mine("x", "6", "default-scheduler")))
+	w := watch.NewFake()
+	client.AddWatcher(w)
+	h := startWith(t, client, func(p *v1.Pod) bool { return p.Spec.SchedulerName == "vk" })
+	h.call("list")
+	assert.Equal(t, []string{"a"}, names(h.next()), "the list without the refused pod")
+	h.call("watch")
+	for _, tc := range []struct {
+		name    string
+		send    func()
+		op      podconfig.PodOperation
+		wantPod string
+	}{
+		{"a refused pod's ADDED is dropped, a passing one's sent", func() { w.Add(mine("y", "11", "other")); w.Add(mine("b", "12", "vk")) }, podconfig.ADD, "b"},
+		{"a refused MODIFIED is dropped (the agent keeps its version)", func() { w.Modify(mine("a", "13", "other")); w.Modify(mine("b", "14", "vk")) }, podconfig.UPDATE, "b"},
+		{"a DELETED passes whatever the filter says", func() { w.Delete(mine("a", "15", "other")) }, podconfig.REMOVE, "a"},
+	} {
+		go tc.send()
+		u := h.next()
+		assert.Equal(t, tc.op, u.Op, tc.name)
+		assert.Equal(t, []string{tc.wantPod}, names(u), tc.name)
+	}
 }
 
 func TestClosedWatchResumesFromLastResourceVersion(t *testing.T) {

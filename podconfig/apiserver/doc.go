@@ -14,7 +14,8 @@
 // no event is lost or repeated; a 410 (Expired or Gone, as a Watch error or
 // an ERROR event) relists and sends the list as a SET, from which the mux
 // reports exactly the difference. Failed calls are retried with exponential
-// back-off on the injected clock.
+// back-off on the injected clock. Config.Filter keeps pods out as
+// virtual-kubelet's PodEventFilterFunc does.
 //
 // Usage:
 //
