@@ -122,9 +122,7 @@ func (a *Agent) killUnhealthy(ctx context.Context, pod *v1.Pod, rs *runtime.PodS
 		} else {
 			a.containerEvent(pod, c.Name, v1.EventTypeNormal, ReasonKilling, msg)
 		}
-		one := runtime.Pod{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace,
-			Containers: []*runtime.Container{{ID: cs.ID, Name: cs.Name, Image: cs.Image, ImageID: cs.ImageID, Hash: cs.Hash, State: cs.State}}}
-		if err := a.cfg.Runtime.KillPod(kctx, pod, one, grace); err != nil {
+		if err := a.killContainer(kctx, pod, cs, grace); err != nil {
 			return rs, fmt.Errorf("kill container %s after its failed %s probe: %w", c.Name, kind, err)
 		}
 		killed = true
@@ -134,6 +132,19 @@ func (a *Agent) killUnhealthy(ctx context.Context, pod *v1.Pod, rs *runtime.PodS
 	}
 	// SyncPod decides on the restart from the state after the kill.
 	return a.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+}
+
+// killContainer stops one container and nothing else of the pod: through
+// the runtime's KillContainer if it has one, else through KillPod with that
+// container alone (a runtime without ContainerKiller must then leave the
+// pod's sandbox be).
+func (a *Agent) killContainer(ctx context.Context, pod *v1.Pod, cs *runtime.ContainerStatus, grace *int64) error {
+	c := runtime.Container{ID: cs.ID, Name: cs.Name, Image: cs.Image, ImageID: cs.ImageID, Hash: cs.Hash, State: cs.State}
+	if k, ok := a.cfg.Runtime.(runtime.ContainerKiller); ok {
+		return k.KillContainer(ctx, pod, c, grace)
+	}
+	one := runtime.Pod{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace, Containers: []*runtime.Container{&c}}
+	return a.cfg.Runtime.KillPod(ctx, pod, one, grace)
 }
 
 // markStartupPending returns rs with StartupPending set on the running
