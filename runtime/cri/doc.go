@@ -26,7 +26,9 @@
 //     (containerd 1.7+ with pod cgroups), ImageFsInfo with statfs of the
 //     image filesystems' mount points;
 //   - KillPod (containers stopped in parallel with the effective grace
-//     period, sidecars last, then the sandboxes), RemovePod, and GarbageCollect (dead
+//     period, sidecars last, then the sandboxes), KillContainer (one
+//     container, for a failed probe; the sandbox and the pod cgroup stay:
+//     runtime.ContainerKiller), RemovePod, and GarbageCollect (dead
 //     containers beyond policy, empty old sandboxes, killed pods);
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
 //     pulls, pull back-off, credentials from image pull secrets;
