@@ -30,7 +30,9 @@
 // The agent runs the pods' probes with package prober: readiness and
 // startup verdicts become the containers' Ready and Started (and so the
 // ContainersReady and Ready conditions, with readiness gates); a container
-// (or sidecar) that fails its liveness or startup probe is killed with the
+// (or sidecar) that fails its liveness or startup probe is killed alone
+// (runtime.ContainerKiller if the runtime has it, else KillPod with that
+// container only; its sandbox and the pod's other containers stay) with the
 // kubelet's Killing event (recorded by the runtime, with the probe's
 // message, when the runtime records events: runtime.EventSource), and its
 // restart policy and back-off decide what follows. A pod that cannot be

@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podconfig/podconfigtest"
+	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
 )
 
@@ -315,3 +319,57 @@ func TestDeletedPodStopsItsProbeWorkers(t *testing.T) {
 }
 
 func intstrFromString(s string) intstr.IntOrString { return intstr.FromString(s) }
+
+// containerKiller is runtime/fake with a KillContainer: it records which
+// containers were stopped through it and which pod kills came through
+// KillPod, whose end of the pod a real runtime may act on.
+type containerKiller struct {
+	*fake.Runtime
+	mu       sync.Mutex
+	one      []string
+	podKills int
+}
+
+func (k *containerKiller) KillContainer(ctx context.Context, pod *v1.Pod, c runtime.Container, grace *int64) error {
+	k.mu.Lock()
+	k.one = append(k.one, c.Name)
+	k.mu.Unlock()
+	one := runtime.Pod{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace, Containers: []*runtime.Container{&c}}
+	return k.Runtime.KillPod(ctx, pod, one, grace)
+}
+
+func (k *containerKiller) KillPod(ctx context.Context, pod *v1.Pod, rp runtime.Pod, grace *int64) error {
+	k.mu.Lock()
+	k.podKills++
+	k.mu.Unlock()
+	return k.Runtime.KillPod(ctx, pod, rp, grace)
+}
+
+func TestProbeKillsGoThroughKillContainerAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var k *containerKiller
+		a, rt, _ := bubbleAgent(t, func(c *Config) {
+			k = &containerKiller{Runtime: c.Runtime.(*fake.Runtime)}
+			c.Runtime = k
+		})
+		rt.SetExecResult("side", []string{"live"}, fake.ExecResult{ExitCode: 1})
+		rt.SetExecResult("app", []string{"live"}, fake.ExecResult{ExitCode: 1})
+		pod := newPod("killone", v1.RestartPolicyAlways, "app")
+		pod.Spec.Containers[0].LivenessProbe = execProbe(1, "live")
+		pod.Spec.InitContainers = []v1.Container{{Name: "side", Image: "img-side", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways),
+			LivenessProbe: execProbe(1, "live")}}
+		a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}}
+		settle(8 * time.Second)
+
+		k.mu.Lock()
+		one, podKills := slices.Clone(k.one), k.podKills
+		k.mu.Unlock()
+		assert.Contains(t, one, "side", "the sidecar is killed alone")
+		assert.Contains(t, one, "app", "the app is killed alone")
+		assert.Zero(t, podKills, "no probe kill may end the pod")
+		p := podOf(a, pod)
+		require.Len(t, p.Status.InitContainerStatuses, 1)
+		assert.GreaterOrEqual(t, p.Status.InitContainerStatuses[0].RestartCount, int32(1))
+		assert.Equal(t, v1.PodRunning, p.Status.Phase)
+	})
+}

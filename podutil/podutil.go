@@ -1,6 +1,8 @@
 package podutil
 
 import (
+	"slices"
+
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -80,4 +82,53 @@ func IsCritical(pod *v1.Pod) bool {
 // (restartPolicy Always): it keeps running beside the regular containers.
 func IsRestartableInitContainer(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// ContainerShouldRestart reports whether a container (regular, or an init
+// container that is not a sidecar) that exited with exitCode is started
+// again, as the kubelet's with ContainerRestartRules (on by default): the
+// first of its restartPolicyRules that matches the exit code decides if its
+// action is Restart; then its own restartPolicy; then the pod's. The
+// RestartAllContainers action is not supported: it falls through to the
+// policies, as in the kubelet with that feature off.
+func ContainerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
+	if c.RestartPolicy != nil {
+		for _, r := range c.RestartPolicyRules {
+			if ruleMatches(r, exitCode) {
+				if r.Action == v1.ContainerRestartRuleActionRestart {
+					return true
+				}
+				break // the first matching rule decides
+			}
+		}
+		switch *c.RestartPolicy {
+		case v1.ContainerRestartPolicyAlways:
+			return true
+		case v1.ContainerRestartPolicyOnFailure:
+			return exitCode != 0
+		case v1.ContainerRestartPolicyNever:
+			return false
+		}
+	}
+	switch spec.RestartPolicy {
+	case v1.RestartPolicyOnFailure:
+		return exitCode != 0
+	case v1.RestartPolicyNever:
+		return false
+	}
+	return true // Always, and the API's default
+}
+
+func ruleMatches(r v1.ContainerRestartRule, exitCode int32) bool {
+	if r.ExitCodes == nil {
+		return false
+	}
+	in := slices.Contains(r.ExitCodes.Values, exitCode)
+	switch r.ExitCodes.Operator {
+	case v1.ContainerRestartRuleOnExitCodesOpIn:
+		return in
+	case v1.ContainerRestartRuleOnExitCodesOpNotIn:
+		return !in
+	}
+	return false
 }

@@ -86,3 +86,50 @@ func TestSysctlWithDots(t *testing.T) {
 		}
 	}
 }
+
+func TestContainerShouldRestart(t *testing.T) {
+	always, never, onFailure := v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyOnFailure
+	rule := func(action v1.ContainerRestartRuleAction, op v1.ContainerRestartRuleOnExitCodesOperator, codes ...int32) v1.ContainerRestartRule {
+		return v1.ContainerRestartRule{Action: action, ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: op, Values: codes}}
+	}
+	restart, all := v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleActionRestartAllContainers
+	in, notIn := v1.ContainerRestartRuleOnExitCodesOpIn, v1.ContainerRestartRuleOnExitCodesOpNotIn
+	cases := []struct {
+		name      string
+		pod       v1.RestartPolicy
+		container *v1.ContainerRestartPolicy
+		rules     []v1.ContainerRestartRule
+		exitCode  int32
+		want      bool
+	}{
+		{name: "pod Always restarts a success", pod: v1.RestartPolicyAlways, want: true},
+		{name: "pod default (empty) restarts", exitCode: 1, want: true},
+		{name: "pod OnFailure restarts a failure", pod: v1.RestartPolicyOnFailure, exitCode: 1, want: true},
+		{name: "pod OnFailure keeps a success down", pod: v1.RestartPolicyOnFailure},
+		{name: "pod Never keeps a failure down", pod: v1.RestartPolicyNever, exitCode: 1},
+		{name: "container Never overrides pod Always", pod: v1.RestartPolicyAlways, container: &never, exitCode: 1},
+		{name: "container Always overrides pod Never", pod: v1.RestartPolicyNever, container: &always, want: true},
+		{name: "container OnFailure overrides pod Never on a failure", pod: v1.RestartPolicyNever, container: &onFailure, exitCode: 2, want: true},
+		{name: "container OnFailure keeps a success down under pod Always", pod: v1.RestartPolicyAlways, container: &onFailure},
+		{name: "a matching In rule restarts over container Never", pod: v1.RestartPolicyNever, container: &never,
+			rules: []v1.ContainerRestartRule{rule(restart, in, 42)}, exitCode: 42, want: true},
+		{name: "a non-matching In rule falls back to container Never", pod: v1.RestartPolicyNever, container: &never,
+			rules: []v1.ContainerRestartRule{rule(restart, in, 42)}, exitCode: 1},
+		{name: "a matching NotIn rule restarts", pod: v1.RestartPolicyNever, container: &never,
+			rules: []v1.ContainerRestartRule{rule(restart, notIn, 0)}, exitCode: 3, want: true},
+		{name: "a non-matching NotIn rule falls back to the policy", pod: v1.RestartPolicyNever, container: &never,
+			rules: []v1.ContainerRestartRule{rule(restart, notIn, 0)}},
+		{name: "the first matching rule decides", pod: v1.RestartPolicyNever, container: &never,
+			rules: []v1.ContainerRestartRule{rule(all, in, 42), rule(restart, in, 42)}, exitCode: 42},
+		{name: "rules are ignored without a container policy", pod: v1.RestartPolicyNever,
+			rules: []v1.ContainerRestartRule{rule(restart, in, 42)}, exitCode: 42},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &v1.Container{Name: "c", RestartPolicy: tc.container, RestartPolicyRules: tc.rules}
+			if got := ContainerShouldRestart(c, &v1.PodSpec{RestartPolicy: tc.pod}, tc.exitCode); got != tc.want {
+				t.Errorf("ContainerShouldRestart = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

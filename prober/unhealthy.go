@@ -115,8 +115,9 @@ type PodKiller interface {
 	KillPod(ctx context.Context, pod *v1.Pod, runningPod runtime.Pod, gracePeriodOverride *int64) error
 }
 
-// KillUnhealthy kills the Unhealthy containers of pod, one KillPod each
-// under runtime.WithKillMessage (so that a runtime recording events says
+// KillUnhealthy kills the Unhealthy containers of pod, each with
+// KillContainer if k is a runtime.ContainerKiller, else with a KillPod of
+// that container alone, under runtime.WithKillMessage (so that a runtime recording events says
 // why in its Killing event), and returns those it killed. The caller then
 // reads the pod's runtime status again and syncs it, which restarts them
 // as the restart policy and back-off say; a runtime that records no events
@@ -125,7 +126,17 @@ type PodKiller interface {
 func (m *Manager) KillUnhealthy(ctx context.Context, k PodKiller, pod *v1.Pod, rs *runtime.PodStatus) ([]Unhealthy, error) {
 	var killed []Unhealthy
 	for _, u := range m.Unhealthy(pod, rs) {
-		if err := k.KillPod(runtime.WithKillMessage(ctx, u.Message), pod, u.Target, u.GracePeriod); err != nil {
+		kctx := runtime.WithKillMessage(ctx, u.Message)
+		var err error
+		if ck, ok := k.(runtime.ContainerKiller); ok && len(u.Target.Containers) == 1 {
+			// The container alone: KillPod may take the sandbox and the
+			// pod's cgroup with it (runtime/cri), and the pod rebuilt in a
+			// new sandbox loses its sidecars' restart counts.
+			err = ck.KillContainer(kctx, pod, *u.Target.Containers[0], u.GracePeriod)
+		} else {
+			err = k.KillPod(kctx, pod, u.Target, u.GracePeriod)
+		}
+		if err != nil {
 			return killed, fmt.Errorf("prober: kill container %s after its failed %s probe: %w", u.Name, strings.ToLower(u.Probe.String()), err)
 		}
 		killed = append(killed, u)

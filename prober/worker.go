@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -231,8 +232,10 @@ func (w *worker) doProbe(ctx context.Context) (keepGoing bool) {
 	}
 	if c.State.Running == nil {
 		w.m.results.set(w.typ, w.cid, w.pod.UID, Failure)
-		// A container that will not run again needs no more probing.
-		return c.State.Terminated == nil || w.pod.Spec.RestartPolicy != v1.RestartPolicyNever || w.sidecar
+		// A container that will not run again (by its restart rules and
+		// policies) needs no more probing.
+		return c.State.Terminated == nil || w.sidecar ||
+			podutil.ContainerShouldRestart(w.container, &w.pod.Spec, c.State.Terminated.ExitCode)
 	}
 	if w.pod.DeletionTimestamp != nil && (w.typ == Liveness || w.typ == Startup) {
 		// Graceful deletion: no restarts any more.

@@ -389,7 +389,7 @@ func isInitContainerFailed(cs *ContainerStatus) bool {
 // its restart policy keeps it down, so a new sandbox does not start it again.
 func exitedForGood(c *v1.Container, pod *v1.Pod, status *PodStatus) bool {
 	cs := status.FindContainerStatusByName(c.Name)
-	return cs != nil && cs.State == ContainerStateExited && !containerShouldRestart(c, &pod.Spec, int32(cs.ExitCode))
+	return cs != nil && cs.State == ContainerStateExited && !podutil.ContainerShouldRestart(c, &pod.Spec, int32(cs.ExitCode))
 }
 
 // shouldContainerBeRestarted decides for a container that is not running.
@@ -406,57 +406,5 @@ func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, status *PodStatus)
 	case cs.State == ContainerStateUnknown || cs.State == ContainerStateCreated:
 		return true
 	}
-	return containerShouldRestart(c, &pod.Spec, int32(cs.ExitCode))
-}
-
-// containerShouldRestart applies, in order, the container's restart rules,
-// its restart policy and the pod's restart policy to an exit code. The
-// RestartAllContainers rule action is not supported and falls through to the
-// policies, as in the kubelet with that feature off.
-func containerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
-	if c.RestartPolicy != nil {
-		for _, r := range c.RestartPolicyRules {
-			if ruleMatches(r, exitCode) {
-				if r.Action == v1.ContainerRestartRuleActionRestart {
-					return true
-				}
-				break // the first matching rule decides
-			}
-		}
-		switch *c.RestartPolicy {
-		case v1.ContainerRestartPolicyAlways:
-			return true
-		case v1.ContainerRestartPolicyOnFailure:
-			return exitCode != 0
-		case v1.ContainerRestartPolicyNever:
-			return false
-		}
-	}
-	switch spec.RestartPolicy {
-	case v1.RestartPolicyOnFailure:
-		return exitCode != 0
-	case v1.RestartPolicyNever:
-		return false
-	}
-	return true // Always, and the API's default
-}
-
-func ruleMatches(r v1.ContainerRestartRule, exitCode int32) bool {
-	if r.ExitCodes == nil {
-		return false
-	}
-	in := false
-	for _, v := range r.ExitCodes.Values {
-		if v == exitCode {
-			in = true
-			break
-		}
-	}
-	switch r.ExitCodes.Operator {
-	case v1.ContainerRestartRuleOnExitCodesOpIn:
-		return in
-	case v1.ContainerRestartRuleOnExitCodesOpNotIn:
-		return !in
-	}
-	return false
+	return podutil.ContainerShouldRestart(c, &pod.Spec, int32(cs.ExitCode))
 }

@@ -6,7 +6,7 @@
 // The contract is the Runtime interface: seven methods that list running pods,
 // inspect one pod, bring a pod to its spec (SyncPod) and stop it (KillPod).
 // Optional capabilities (garbage collection, an image service, a stream of
-// container events, pod and node stats: PodStatsLister, NodeStatser) are
+// container events, killing one container of a running pod (ContainerKiller), pod and node stats: PodStatsLister, NodeStatser) are
 // separate small interfaces that callers detect with a
 // type assertion, so a provider implements only what it can.
 //

@@ -44,6 +44,16 @@ type Runtime interface {
 	KillPod(ctx context.Context, pod *v1.Pod, runningPod Pod, gracePeriodOverride *int64) error
 }
 
+// ContainerKiller is implemented by runtimes that can stop one container of
+// a pod and leave the rest of it (its sandbox, its other containers, its
+// cgroup) running, as the kubelet does with a container that failed its
+// liveness or startup probe. KillPod, by contrast, ends the pod: a runtime
+// may release what the pod holds once it returns. The Killing event's
+// message comes from WithKillMessage, as with KillPod.
+type ContainerKiller interface {
+	KillContainer(ctx context.Context, pod *v1.Pod, c Container, gracePeriodOverride *int64) error
+}
+
 // GCPolicy bounds how many dead containers garbage collection keeps.
 type GCPolicy struct {
 	// MinAge is how long a dead container is kept at least.

@@ -22,9 +22,14 @@
 // CoreV1().Pods(namespace) satisfies; without one the Manager serves
 // statuses and sends nothing. status/statustest has a fake.
 //
-// Guards, as in the kubelet: a terminal phase is never left; a container
-// that terminated for good (restart policy Never, or OnFailure after
-// success) never runs again in the reported status; termination messages
+// Phase and guards follow the kubelet with ContainerRestartRules (on by
+// default since v1.35): whether a stopped container is started again is
+// podutil.ContainerShouldRestart (its restartPolicyRules, its own
+// restartPolicy, then the pod's), so a container with restartPolicy Never
+// under a pod's Always ends the pod, one with Always under Never keeps it
+// Running. Guards, as in the kubelet: a terminal phase is never left; a
+// container that terminated for good never runs again in the reported
+// status (not checked under a pod's restartPolicy Always); termination messages
 // share 12 KiB per pod; times are kept to whole seconds as the apiserver
 // stores them; conditions owned by others are never overwritten. Ready is
 // True only when the containers are and every spec.readinessGates condition

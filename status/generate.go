@@ -417,17 +417,7 @@ func shouldRestart(c *v1.Container, pod *v1.Pod, rs *runtime.PodStatus) bool {
 	case runtime.ContainerStateUnknown, runtime.ContainerStateCreated:
 		return true
 	}
-	policy := pod.Spec.RestartPolicy
-	if c.RestartPolicy != nil {
-		policy = v1.RestartPolicy(*c.RestartPolicy)
-	}
-	switch policy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return s.ExitCode != 0
-	}
-	return true
+	return podutil.ContainerShouldRestart(c, &pod.Spec, int32(s.ExitCode))
 }
 
 // activeRegularContainerStarted reports whether a regular container was
@@ -483,8 +473,14 @@ func sandboxReady(pod *v1.Pod, rs *runtime.PodStatus) bool {
 // podHasInitialized that a regular container started in the current sandbox.
 func getPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, podIsTerminal, podHasInitialized bool) v1.PodPhase {
 	spec := &pod.Spec
+	// failedInit and stoppedForGood count the containers that failed (init)
+	// or stopped (regular) and that their restart policies and rules do not
+	// start again (the kubelet's ContainerRestartRules, on by default).
 	pendingInit, pendingSidecars, failedInit := 0, 0, 0
-	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
+	unknown, running, waiting, stopped, stoppedForGood, succeeded := 0, 0, 0, 0, 0, 0
+	forGood := func(c *v1.Container, exitCode int32) bool {
+		return !podutil.ContainerShouldRestart(c, spec, exitCode)
+	}
 
 	for i := range spec.InitContainers {
 		c := &spec.InitContainers[i]
@@ -516,12 +512,12 @@ func getPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, podIsTer
 		case s.State.Running != nil:
 			pendingInit++
 		case s.State.Terminated != nil:
-			if s.State.Terminated.ExitCode != 0 {
+			if code := s.State.Terminated.ExitCode; code != 0 && forGood(c, code) {
 				failedInit++
 			}
 		case s.State.Waiting != nil:
 			if t := s.LastTerminationState.Terminated; t != nil {
-				if t.ExitCode != 0 {
+				if t.ExitCode != 0 && forGood(c, t.ExitCode) {
 					failedInit++
 				}
 			} else {
@@ -533,7 +529,8 @@ func getPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, podIsTer
 	}
 
 	for i := range spec.Containers {
-		s := findContainerStatus(statuses, spec.Containers[i].Name)
+		c := &spec.Containers[i]
+		s := findContainerStatus(statuses, c.Name)
 		switch {
 		case s == nil:
 			unknown++
@@ -541,12 +538,18 @@ func getPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, podIsTer
 			running++
 		case s.State.Terminated != nil:
 			stopped++
+			if forGood(c, s.State.Terminated.ExitCode) {
+				stoppedForGood++
+			}
 			if s.State.Terminated.ExitCode == 0 {
 				succeeded++
 			}
 		case s.State.Waiting != nil:
-			if s.LastTerminationState.Terminated != nil {
+			if t := s.LastTerminationState.Terminated; t != nil {
 				stopped++
+				if forGood(c, t.ExitCode) {
+					stoppedForGood++
+				}
 			} else {
 				waiting++
 			}
@@ -555,7 +558,7 @@ func getPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, podIsTer
 		}
 	}
 
-	if failedInit > 0 && spec.RestartPolicy == v1.RestartPolicyNever {
+	if failedInit > 0 {
 		return v1.PodFailed
 	}
 	switch {
@@ -572,16 +575,13 @@ func getPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, podIsTer
 			}
 			return v1.PodFailed
 		}
-		if spec.RestartPolicy == v1.RestartPolicyAlways {
-			return v1.PodRunning
+		if stopped != stoppedForGood {
+			return v1.PodRunning // some are being restarted
 		}
 		if stopped == succeeded {
 			return v1.PodSucceeded
 		}
-		if spec.RestartPolicy == v1.RestartPolicyNever {
-			return v1.PodFailed
-		}
-		return v1.PodRunning
+		return v1.PodFailed
 	default:
 		return v1.PodPending
 	}

@@ -14,19 +14,22 @@ import (
 )
 
 // checkContainerTransitions refuses a status in which a container that
-// terminated for good (by the restart policy) runs or waits again: that is a
-// bug in the caller, and reporting it would let a run-once pod run twice.
+// terminated for good (by its restart rules and policies) runs or waits
+// again: that is a bug in the caller, and reporting it would let a run-once
+// container run twice. As the kubelet's, it trusts a pod restartPolicy
+// Always.
 func checkContainerTransitions(old, status *v1.PodStatus, spec *v1.PodSpec) error {
 	if spec.RestartPolicy == v1.RestartPolicyAlways {
 		return nil
 	}
-	check := func(olds, news []v1.ContainerStatus, skip func(name string) bool) error {
+	check := func(olds, news []v1.ContainerStatus, containers []v1.Container) error {
 		for i := range olds {
 			o := &olds[i]
-			if o.State.Terminated == nil || skip(o.Name) {
+			if o.State.Terminated == nil {
 				continue
 			}
-			if o.State.Terminated.ExitCode != 0 && spec.RestartPolicy == v1.RestartPolicyOnFailure {
+			if c := findContainer(containers, o.Name); c != nil &&
+				(podutil.IsRestartableInitContainer(c) || podutil.ContainerShouldRestart(c, spec, o.State.Terminated.ExitCode)) {
 				continue
 			}
 			if n := findContainerStatus(news, o.Name); n != nil && n.State.Terminated == nil {
@@ -35,17 +38,19 @@ func checkContainerTransitions(old, status *v1.PodStatus, spec *v1.PodSpec) erro
 		}
 		return nil
 	}
-	if err := check(old.ContainerStatuses, status.ContainerStatuses, func(string) bool { return false }); err != nil {
+	if err := check(old.ContainerStatuses, status.ContainerStatuses, spec.Containers); err != nil {
 		return err
 	}
-	return check(old.InitContainerStatuses, status.InitContainerStatuses, func(name string) bool {
-		for i := range spec.InitContainers {
-			if spec.InitContainers[i].Name == name {
-				return podutil.IsRestartableInitContainer(&spec.InitContainers[i])
-			}
+	return check(old.InitContainerStatuses, status.InitContainerStatuses, spec.InitContainers)
+}
+
+func findContainer(containers []v1.Container, name string) *v1.Container {
+	for i := range containers {
+		if containers[i].Name == name {
+			return &containers[i]
 		}
-		return false
-	})
+	}
+	return nil
 }
 
 // statusEqual reports whether two statuses are the same in what the agent

@@ -55,6 +55,39 @@ func TestKillPodDestroysThePodCgroup(t *testing.T) {
 	require.Equal(t, []types.UID{pod.UID}, pc.destroyed)
 }
 
+// A container killed for a failed probe goes alone: the kubelet restarts it
+// in the same sandbox. Destroying the pod's cgroup would kill the sandbox
+// and every other container (and let garbage collection remove them).
+func TestKillContainerLeavesThePodRunning(t *testing.T) {
+	pc := &fakeCgroups{parent: "/kubepods/besteffort/poduid-cgone"}
+	e := newFakeEnv(t)
+	e.m.SetPodCgroups(pc)
+	pod := newPod("cgone", "busybox:1", func(p *v1.Pod) {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "other", Image: "busybox:1", Command: []string{"sleep", "3600"}})
+	})
+	require.NoError(t, e.sync(t, pod, nil).Error())
+	st := e.status(t, pod)
+	main := st.FindContainerStatusByName("main")
+	require.NotNil(t, main)
+
+	require.NoError(t, e.m.KillContainer(e.ctx, pod, runtime.Container{ID: main.ID, Name: main.Name}, nil))
+	require.Empty(t, pc.destroyed, "the pod's cgroup must stay")
+	st = e.status(t, pod)
+	require.Equal(t, runtime.ContainerStateExited, st.FindContainerStatusByName("main").State)
+	require.Equal(t, runtime.ContainerStateRunning, st.FindContainerStatusByName("other").State)
+	require.NotNil(t, st.ReadySandbox(), "the sandbox must stay ready")
+
+	// The next sync restarts it in the same sandbox, one restart more.
+	require.NoError(t, e.sync(t, pod, nil).Error())
+	st2 := e.status(t, pod)
+	again := st2.FindContainerStatusByName("main")
+	require.Equal(t, runtime.ContainerStateRunning, again.State)
+	require.Equal(t, main.RestartCount+1, again.RestartCount)
+	require.Equal(t, st.ReadySandbox().ID, st2.ReadySandbox().ID)
+
+	require.ErrorIs(t, e.m.KillContainer(e.ctx, nil, runtime.Container{ID: again.ID, Name: "main"}, nil), runtime.ErrInvalidConfig)
+}
+
 func TestCgroupDriverFromRuntimeConfig(t *testing.T) {
 	e := newFakeEnv(t)
 	for want, driver := range map[string]runtimeapi.CgroupDriver{"cgroupfs": runtimeapi.CgroupDriver_CGROUPFS, "systemd": runtimeapi.CgroupDriver_SYSTEMD} {

@@ -26,8 +26,10 @@
 //     (containerd 1.7+ with pod cgroups), ImageFsInfo with statfs of the
 //     image filesystems' mount points;
 //   - KillPod (containers stopped in parallel with the effective grace
-//     period, sidecars last, then the sandboxes), RemovePod, and GarbageCollect (dead
-//     containers beyond policy, empty old sandboxes, and whole the stopped
+//     period, sidecars last, then the sandboxes), KillContainer (one
+//     container, for a failed probe; the sandbox and the pod cgroup stay:
+//     runtime.ContainerKiller), RemovePod, and GarbageCollect (dead
+//     containers beyond policy, empty old sandboxes, and the whole stopped
 //     pods the policy's PodState lets go: deleted or evicted ones);
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
 //     pulls, pull back-off, credentials from image pull secrets;

@@ -336,6 +336,21 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, runningPod runtime.P
 	return pc.DestroyPod(uid)
 }
 
+// KillContainer stops one container of pod (its preStop hook, then
+// StopContainer within the effective grace period) and leaves the rest of
+// the pod running: unlike KillPod it neither marks the pod for garbage
+// collection nor removes its cgroup, which would take the sandbox with it.
+// It makes the Manager a runtime.ContainerKiller.
+func (m *Manager) KillContainer(ctx context.Context, pod *v1.Pod, c runtime.Container, gracePeriodOverride *int64) error {
+	if pod == nil {
+		return fmt.Errorf("cri KillContainer %q: nil pod: %w", c.Name, runtime.ErrInvalidConfig)
+	}
+	if err := m.killContainer(ctx, pod, c.ID, c.Name, runtime.KillMessage(ctx), gracePeriodOverride, nil); err != nil {
+		return fmt.Errorf("%w: %w", runtime.ErrKillContainer, err)
+	}
+	return nil
+}
+
 func (m *Manager) killPod(ctx context.Context, pod *v1.Pod, runningPod runtime.Pod, override *int64) runtime.PodSyncResult {
 	var res runtime.PodSyncResult
 	var mu sync.Mutex
