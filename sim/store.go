@@ -3,10 +3,12 @@ package sim
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,9 +49,14 @@ type key struct{ namespace, name string }
 type Store struct {
 	clock clock.PassiveClock
 
-	mu       sync.Mutex
-	rv       uint64
-	rng      *rand.Rand // pods' UIDs and generated names
+	mu sync.Mutex
+	rv uint64
+	// seed keys pods' UIDs and generated names (see podUID, genName);
+	// created counts the pods created under each key and generateName
+	// prefix, so the n-th pod of a name has the same UID whatever other
+	// pods were created in between or in which order.
+	seed     uint64
+	created  map[string]uint64
 	pods     map[key]*v1.Pod
 	nodes    map[string]*v1.Node
 	leases   map[key]*coordinationv1.Lease
@@ -65,6 +72,8 @@ type Store struct {
 	// under mu: the cluster's event log and scheduler.
 	onPod  func(old, new *v1.Pod)
 	onNode func(old, new *v1.Node)
+	// observers see every write (Observe).
+	observers map[*observer]struct{}
 	// bind, if set, is the scheduler: it names a node for an unbound pod
 	// or returns "".
 	bind func(*v1.Pod) string
@@ -83,7 +92,9 @@ type Store struct {
 func newStore(clk clock.PassiveClock, seed uint64) *Store {
 	return &Store{
 		clock:        clk,
-		rng:          rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
+		seed:         seed,
+		created:      map[string]uint64{},
+		observers:    map[*observer]struct{}{},
 		pods:         map[key]*v1.Pod{},
 		nodes:        map[string]*v1.Node{},
 		leases:       map[key]*coordinationv1.Lease{},
@@ -96,8 +107,25 @@ func newStore(clk clock.PassiveClock, seed uint64) *Store {
 	}
 }
 
-// meta fills what the apiserver assigns on create; s.mu is held.
-func (s *Store) meta(m *metav1.ObjectMeta) { s.metaFrom(s.rng, m) }
+// meta fills what the apiserver assigns on create, a pod's UID keyed by
+// its namespace and name (see keyed); s.mu is held.
+func (s *Store) meta(m *metav1.ObjectMeta) {
+	r := s.keyed("uid", m.Namespace, m.Name)
+	s.metaFrom(r, m)
+}
+
+// keyed is a random source for the n-th draw under a key: what it gives
+// depends on the seed and the key alone, not on what other goroutines
+// created before, so concurrent controllers leave a seeded run as it was.
+// s.mu is held.
+func (s *Store) keyed(parts ...string) *rand.Rand {
+	k := strings.Join(parts, "\x00")
+	n := s.created[k]
+	s.created[k] = n + 1
+	h := fnv.New64a()
+	h.Write([]byte(k))
+	return rand.New(rand.NewPCG(s.seed^h.Sum64(), n^0x5851f42d4c957f2d))
+}
 
 // metaFrom is meta with the UID drawn from rng.
 func (s *Store) metaFrom(rng *rand.Rand, m *metav1.ObjectMeta) {
@@ -198,7 +226,9 @@ func (s *Store) createPod(pod *v1.Pod) (*v1.Pod, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p.Name == "" {
-		p.Name = p.GenerateName + randSuffix(s.rng)
+		// Keyed by the prefix: two controllers generating names in one
+		// instant get the same names in every run.
+		p.Name = p.GenerateName + randSuffix(s.keyed("name", p.Namespace, p.GenerateName))
 	}
 	k := key{p.Namespace, p.Name}
 	if _, ok := s.pods[k]; ok {
@@ -266,6 +296,7 @@ func (s *Store) emitPod(t watch.EventType, old, p *v1.Pod) {
 			w.send(ev, old)
 		}
 	}
+	s.notify(t, old, p)
 	if s.onPod != nil {
 		if t == watch.Deleted {
 			s.onPod(old, nil)
@@ -535,6 +566,7 @@ func (s *Store) createNode(node *v1.Node) (*v1.Node, error) {
 	n := node.DeepCopy()
 	s.metaFrom(s.nodeRng, &n.ObjectMeta)
 	s.nodes[n.Name] = n
+	s.notify(watch.Added, nil, n)
 	if s.onNode != nil {
 		s.onNode(nil, n)
 	}
@@ -563,6 +595,7 @@ func (s *Store) updateNode(node *v1.Node, status bool) (*v1.Node, error) {
 	}
 	s.bump(&n.ObjectMeta)
 	s.nodes[n.Name] = n
+	s.notify(watch.Modified, old, n)
 	if s.onNode != nil {
 		s.onNode(old, n)
 	}
@@ -604,6 +637,7 @@ func (s *Store) createLease(ns string, lease *coordinationv1.Lease) (*coordinati
 	l.Namespace = ns
 	s.metaFrom(s.nodeRng, &l.ObjectMeta)
 	s.leases[k] = l
+	s.notify(watch.Added, nil, l)
 	return l.DeepCopy(), nil
 }
 
@@ -623,6 +657,7 @@ func (s *Store) updateLease(ns string, lease *coordinationv1.Lease) (*coordinati
 	l.UID, l.CreationTimestamp = old.UID, old.CreationTimestamp
 	s.bump(&l.ObjectMeta)
 	s.leases[k] = l
+	s.notify(watch.Modified, old, l)
 	return l.DeepCopy(), nil
 }
 
