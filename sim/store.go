@@ -74,6 +74,11 @@ type Store struct {
 	onNode func(old, new *v1.Node)
 	// observers see every write (Observe).
 	observers map[*observer]struct{}
+	// podCIDRs are the nodes' spec.podCIDR, set on a Node as it
+	// registers, as the node IPAM controller does. Under cidrMu, taken
+	// after mu: AddNode sets them holding the Cluster's lock.
+	cidrMu   sync.Mutex
+	podCIDRs map[string]string
 	// bind, if set, is the scheduler: it names a node for an unbound pod
 	// or returns "".
 	bind func(*v1.Pod) string
@@ -95,6 +100,7 @@ func newStore(clk clock.PassiveClock, seed uint64) *Store {
 		seed:         seed,
 		created:      map[string]uint64{},
 		observers:    map[*observer]struct{}{},
+		podCIDRs:     map[string]string{},
 		pods:         map[key]*v1.Pod{},
 		nodes:        map[string]*v1.Node{},
 		leases:       map[key]*coordinationv1.Lease{},
@@ -564,6 +570,12 @@ func (s *Store) createNode(node *v1.Node) (*v1.Node, error) {
 		return nil, apierrors.NewAlreadyExists(nodesResource, node.Name)
 	}
 	n := node.DeepCopy()
+	s.cidrMu.Lock()
+	cidr := s.podCIDRs[n.Name]
+	s.cidrMu.Unlock()
+	if cidr != "" && n.Spec.PodCIDR == "" {
+		n.Spec.PodCIDR, n.Spec.PodCIDRs = cidr, []string{cidr}
+	}
 	s.metaFrom(s.nodeRng, &n.ObjectMeta)
 	s.nodes[n.Name] = n
 	s.notify(watch.Added, nil, n)
@@ -612,6 +624,12 @@ func (s *Store) listNodes() []*v1.Node {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+func (s *Store) setPodCIDR(node, cidr string) {
+	s.cidrMu.Lock()
+	defer s.cidrMu.Unlock()
+	s.podCIDRs[node] = cidr
 }
 
 // --- leases
