@@ -170,6 +170,10 @@ func New(c Config) (*Cluster, error) {
 	cl.store.onNode = cl.nodeChanged
 	if !c.NoScheduler {
 		cl.store.bind = cl.schedule
+		// On its own clock the cluster binds once idle (settle), in name
+		// order; on an external one it cannot tell idleness and binds at
+		// once.
+		cl.store.deferBind = cl.vc != nil
 	}
 	cl.ctx, cl.stop = context.WithCancel(context.Background())
 	cl.wg.Add(1)
@@ -482,11 +486,18 @@ func (c *Cluster) Close() {
 
 // settle waits until idle, then logs what changed.
 func (c *Cluster) settle(ctx context.Context) error {
-	if !c.idle.wait(ctx, c.cfg.IdleTimeout) {
-		if err := ctx.Err(); err != nil {
-			return err
+	for {
+		if !c.idle.wait(ctx, c.cfg.IdleTimeout) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return ErrNotIdle
 		}
-		return ErrNotIdle
+		// The scheduler's turn: what the instant created, in name order;
+		// then the agents' and controllers' again.
+		if !c.store.deferBind || !c.store.bindPending() {
+			break
+		}
 	}
 	c.mu.Lock()
 	c.flushLocked()

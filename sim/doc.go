@@ -21,7 +21,10 @@
 // deletionGracePeriodSeconds and stays until its agent has stopped it.
 //
 // The Cluster adds what the control plane would. A scheduler: a pod
-// without spec.nodeName goes to the Ready node with the fewest pods. The
+// without spec.nodeName goes to the Ready node with the fewest pods, once
+// every goroutine is idle (the pods created in one instant oldest first,
+// then by name, so that concurrent controllers do not change where pods
+// go; at once on Config.Clock, where the cluster does not see idleness). The
 // node lifecycle controller: a Lease unrenewed for 50s
 // (NodeMonitorGracePeriod, kube-controller-manager's default) makes the Node's
 // conditions Unknown and its pods not Ready; a Node found Unknown, or

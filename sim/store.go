@@ -82,6 +82,10 @@ type Store struct {
 	// bind, if set, is the scheduler: it names a node for an unbound pod
 	// or returns "".
 	bind func(*v1.Pod) string
+	// deferBind leaves new pods unbound until bindPending (the Cluster
+	// calls it once idle), so that the pods created in one instant are
+	// placed in name order, whichever goroutine created them first.
+	deferBind bool
 
 	// Events, the key of each by what makes it the same event, and the
 	// random source of their UIDs (see recordLocked).
@@ -240,7 +244,7 @@ func (s *Store) createPod(pod *v1.Pod) (*v1.Pod, error) {
 	if _, ok := s.pods[k]; ok {
 		return nil, apierrors.NewAlreadyExists(podsResource, p.Name)
 	}
-	if p.Spec.NodeName == "" && s.bind != nil {
+	if p.Spec.NodeName == "" && s.bind != nil && !s.deferBind {
 		p.Spec.NodeName = s.bind(p)
 	}
 	s.meta(&p.ObjectMeta)
@@ -421,8 +425,19 @@ func (s *Store) deletePod(ns, name string, opts metav1.DeleteOptions) error {
 	return nil
 }
 
-// bindPendingLocked binds unbound pods, oldest first, as a scheduler
-// retrying them when nodes change; s.mu is held.
+// bindPending binds the unbound pods (see bindPendingLocked) and
+// reports whether it bound any.
+func (s *Store) bindPending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rv := s.rv
+	s.bindPendingLocked()
+	return s.rv != rv
+}
+
+// bindPendingLocked binds unbound pods, oldest first (by creation second,
+// then namespace and name, so that a seeded run places them alike), as a
+// scheduler retrying them when nodes change; s.mu is held.
 func (s *Store) bindPendingLocked() {
 	if s.bind == nil {
 		return
@@ -434,9 +449,14 @@ func (s *Store) bindPendingLocked() {
 		}
 	}
 	sort.Slice(pending, func(i, j int) bool {
-		a, _ := strconv.ParseUint(pending[i].ResourceVersion, 10, 64)
-		b, _ := strconv.ParseUint(pending[j].ResourceVersion, 10, 64)
-		return a < b
+		a, b := pending[i], pending[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
 	})
 	for _, old := range pending {
 		node := s.bind(old)
@@ -582,7 +602,9 @@ func (s *Store) createNode(node *v1.Node) (*v1.Node, error) {
 	if s.onNode != nil {
 		s.onNode(nil, n)
 	}
-	s.bindPendingLocked()
+	if !s.deferBind {
+		s.bindPendingLocked()
+	}
 	return n.DeepCopy(), nil
 }
 
@@ -611,7 +633,9 @@ func (s *Store) updateNode(node *v1.Node, status bool) (*v1.Node, error) {
 	if s.onNode != nil {
 		s.onNode(old, n)
 	}
-	s.bindPendingLocked()
+	if !s.deferBind {
+		s.bindPendingLocked()
+	}
 	return n.DeepCopy(), nil
 }
 
@@ -718,7 +742,9 @@ func (c *PodClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.I
 
 // Create creates a pod: the apiserver's defaults, UID, resourceVersion and
 // creationTimestamp, Pending; a pod without spec.nodeName is bound by the
-// cluster's scheduler, at once or when a node becomes Ready.
+// cluster's scheduler: once the cluster is idle (the pods of an instant in
+// name order) on its own clock, at once on Config.Clock; or when a node
+// becomes Ready.
 func (c *PodClient) Create(_ context.Context, pod *v1.Pod, _ metav1.CreateOptions) (*v1.Pod, error) {
 	p := pod
 	if pod.Namespace != c.ns() {
