@@ -35,12 +35,13 @@ type Controller struct {
 	synced []cache.InformerSynced
 	queue  workqueue.TypedRateLimitingInterface[string]
 
-	// expect counts the creations and deletions of each ReplicaSet not
-	// seen by the pod informer yet; a ReplicaSet waits for them, as
-	// upstream's expectations, so that it never acts on a cache that
-	// lags its own writes.
-	mu     sync.Mutex
-	expect map[string]int
+	// adds counts each ReplicaSet's creations not seen by the pod
+	// informer yet, dels the pods it deleted whose deletion was not seen;
+	// a ReplicaSet waits for them, as with upstream's expectations, so
+	// that it never acts on a cache that lags its own writes.
+	mu   sync.Mutex
+	adds map[string]int
+	dels map[string]map[string]bool
 }
 
 // New builds the controller on factory's informers. clk is the
@@ -55,7 +56,8 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 		rsets:  rsInformer.Lister(),
 		pods:   podInformer.Lister(),
 		synced: []cache.InformerSynced{rsInformer.Informer().HasSynced, podInformer.Informer().HasSynced},
-		expect: map[string]int{},
+		adds:   map[string]int{},
+		dels:   map[string]map[string]bool{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 1000*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "replicaset", Clock: clk}),
@@ -70,9 +72,9 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 	}); err != nil {
 		return nil, err
 	}
-	// owner queues a pod's ReplicaSet; observed says the pod's creation
-	// or deletion was one of ours.
-	owner := func(obj any, observed bool) {
+	// owner queues a pod's ReplicaSet and notes the creation or
+	// deletion seen.
+	owner := func(obj any, added, deleted bool) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
@@ -82,24 +84,16 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, c
 		}
 		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "ReplicaSet" {
 			key := p.Namespace + "/" + ref.Name
-			if observed {
-				c.observed(key)
-			}
+			c.observed(key, p.Name, added, deleted)
 			c.queue.Add(key)
 		}
 	}
 	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(o any) { owner(o, true) },
+		AddFunc: func(o any) { owner(o, true, false) },
 		UpdateFunc: func(old, o any) {
-			owner(o, old.(*corev1.Pod).DeletionTimestamp == nil && o.(*corev1.Pod).DeletionTimestamp != nil)
+			owner(o, false, old.(*corev1.Pod).DeletionTimestamp == nil && o.(*corev1.Pod).DeletionTimestamp != nil)
 		},
-		// A pod deleted at once (not bound, or terminal) comes only as a
-		// deletion; a graceful one was seen when it got its
-		// deletionTimestamp.
-		DeleteFunc: func(o any) {
-			p, ok := o.(*corev1.Pod)
-			owner(o, ok && p.DeletionTimestamp == nil)
-		},
+		DeleteFunc: func(o any) { owner(o, false, true) },
 	}); err != nil {
 		return nil, err
 	}
@@ -150,7 +144,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	rs, err := c.rsets.ReplicaSets(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.setExpected(key, 0)
+		c.forget(key)
 		return nil // its pods go with it: the garbage collector deletes them
 	}
 	if c.pending(key) {
@@ -185,9 +179,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		want = int(*rs.Spec.Replicas)
 	}
 	if d := want - len(live); d > 0 {
-		c.setExpected(key, d)
-	} else if d < 0 {
-		c.setExpected(key, -d)
+		c.expectAdds(key, d)
 	}
 	for i := len(live); i < want; i++ {
 		pod := &corev1.Pod{
@@ -200,7 +192,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			Spec: *rs.Spec.Template.Spec.DeepCopy(),
 		}
 		if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			c.setExpected(key, 0)
+			c.forget(key)
 			return err
 		}
 	}
@@ -213,8 +205,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			return -compareStrings(a.Name, b.Name)
 		})
 		for _, p := range live[:extra] {
+			c.expectDel(key, p.Name)
 			if err := c.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-				c.setExpected(key, 0)
+				c.forget(key)
 				if !apierrors.IsNotFound(err) {
 					return err
 				}
@@ -230,28 +223,43 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	return err
 }
 
-func (c *Controller) setExpected(key string, n int) {
+func (c *Controller) expectAdds(key string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n == 0 {
-		delete(c.expect, key)
-		return
-	}
-	c.expect[key] = n
+	c.adds[key] = n
 }
 
-func (c *Controller) observed(key string) {
+func (c *Controller) expectDel(key, pod string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.expect[key] > 0 {
-		c.expect[key]--
+	if c.dels[key] == nil {
+		c.dels[key] = map[string]bool{}
+	}
+	c.dels[key][pod] = true
+}
+
+func (c *Controller) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.adds, key)
+	delete(c.dels, key)
+}
+
+func (c *Controller) observed(key, pod string, added, deleted bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if added && c.adds[key] > 0 {
+		c.adds[key]--
+	}
+	if deleted {
+		delete(c.dels[key], pod)
 	}
 }
 
 func (c *Controller) pending(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.expect[key] > 0
+	return c.adds[key] > 0 || len(c.dels[key]) > 0
 }
 
 func isReady(p *corev1.Pod) bool {
