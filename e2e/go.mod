@@ -3,7 +3,8 @@ module github.com/nodekit/nodekit/e2e
 go 1.26.0
 
 require (
-	github.com/nodekit/nodekit v0.0.0-00010101000000-000000000000
+	github.com/nodekit/nodekit v0.0.0
+	github.com/nodekit/nodekit/simclient v0.0.0
 	github.com/virtual-kubelet/virtual-kubelet v1.13.0
 	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.37.2
@@ -86,3 +87,5 @@ require (
 )
 
 replace github.com/nodekit/nodekit => ../
+
+replace github.com/nodekit/nodekit/simclient => ../simclient
