@@ -63,6 +63,13 @@
 // the wall clock), and wait for caches to sync before running the clock
 // (WaitForCacheSync polls on the wall clock).
 //
+// Or run the test inside a testing/synctest bubble with the cluster on
+// sim.Config{Clock: clock.RealClock{}}: the bubble makes the wall clock
+// virtual for everything in it, client-go's and controller-runtime's
+// timers too, and time.Sleep(time.Hour) runs the cluster for an hour
+// (examples/replicaset's TestReplicaSetInSynctestBubble; not under -race,
+// which go1.26 crashes in bubbles at times).
+//
 // Reproducibility: the UIDs and generated names of the Server's own
 // objects are keyed by Config.Seed, the resource, the namespace and the
 // name or generateName prefix, as sim's Store keys its pods', so
