@@ -18,7 +18,8 @@
 // controller under test reads and writes the same Store. The Store assigns UIDs, resourceVersions and
 // creationTimestamps, applies the pod defaults nodekit relies on, and
 // deletes gracefully: a bound, running pod gets deletionTimestamp and
-// deletionGracePeriodSeconds and stays until its agent has stopped it.
+// deletionGracePeriodSeconds and stays until its agent has stopped it; a
+// pod with finalizers stays after that (grace 0) until they are removed.
 //
 // The Cluster adds what the control plane would. A scheduler: a pod
 // without spec.nodeName goes to the Ready node with the fewest pods, once

@@ -340,6 +340,13 @@ func (s *Store) updatePod(pod *v1.Pod) (*v1.Pod, error) {
 	defaultPod(p)
 	p.Status.Phase = old.Status.Phase
 	s.bump(&p.ObjectMeta)
+	// The last finalizer of a pod deleted for good (grace 0) removed:
+	// the pod goes.
+	if len(p.Finalizers) == 0 && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0 {
+		s.pods[k] = p
+		s.removePodLocked(p)
+		return p.DeepCopy(), nil
+	}
 	s.pods[k] = p
 	s.emitPod(watch.Modified, old, p)
 	return p.DeepCopy(), nil
@@ -409,7 +416,24 @@ func (s *Store) deletePod(ns, name string, opts metav1.DeleteOptions) error {
 		grace = max(*opts.GracePeriodSeconds, 0)
 	}
 	if grace == 0 || p.Spec.NodeName == "" || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
-		s.removePodLocked(p)
+		if len(p.Finalizers) == 0 {
+			s.removePodLocked(p)
+			return nil
+		}
+		// Finalizers hold it, deleted, until they are removed.
+		if p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0 {
+			return nil
+		}
+		np := p.DeepCopy()
+		now := metav1.NewTime(s.clock.Now().Truncate(time.Second))
+		if np.DeletionTimestamp == nil {
+			np.DeletionTimestamp = &now
+			np.Generation++
+		}
+		np.DeletionGracePeriodSeconds = ptr.To[int64](0)
+		s.bump(&np.ObjectMeta)
+		s.pods[key{ns, name}] = np
+		s.emitPod(watch.Modified, p, np)
 		return nil
 	}
 	if p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds <= grace {
