@@ -30,7 +30,7 @@ import (
 var widgets = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
 
 // newServer is a cluster with nodes and its Server, closed at the end.
-func newServer(t *testing.T, seed uint64, nodes ...string) (*sim.Cluster, *simclient.Server, *kubernetes.Clientset) {
+func newServer(t testing.TB, seed uint64, nodes ...string) (*sim.Cluster, *simclient.Server, *kubernetes.Clientset) {
 	t.Helper()
 	cl, err := sim.New(sim.Config{Seed: seed})
 	if err != nil {
