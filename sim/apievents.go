@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 var eventsResource = schema.GroupResource{Resource: "events"}
@@ -33,6 +34,7 @@ func (s *Store) recordLocked(ref *v1.ObjectReference, eventtype, reason, message
 			ev.LastTimestamp = now
 			s.bump(&ev.ObjectMeta)
 			s.events[k] = ev
+			s.notify(watch.Modified, old, ev)
 			return
 		}
 	}
@@ -56,6 +58,7 @@ func (s *Store) recordLocked(ref *v1.ObjectReference, eventtype, reason, message
 	s.eventMeta(&ev.ObjectMeta)
 	s.events[key{ns, ev.Name}] = ev
 	s.eventKeys[dedup] = key{ns, ev.Name}
+	s.notify(watch.Added, nil, ev)
 }
 
 // eventMeta is meta for Events, with their own random source.
@@ -78,6 +81,7 @@ func (s *Store) createEvent(ns string, event *v1.Event) (*v1.Event, error) {
 	ev.Namespace = ns
 	s.eventMeta(&ev.ObjectMeta)
 	s.events[k] = ev
+	s.notify(watch.Added, nil, ev)
 	return ev.DeepCopy(), nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -62,6 +63,11 @@ type Config struct {
 	// NodeAgent is Agent with the node's name, for a per-node setting;
 	// it runs after Agent.
 	NodeAgent func(node string, c *agent.Config)
+	// Node adjusts a node's options (told its name and index): its pod
+	// CIDR, InternalIP, labels (a zone) and capacity. It runs in AddNode;
+	// a node.Config set by Agent or NodeAgent wins where it sets the
+	// same.
+	Node func(*NodeOptions)
 	// Eviction, if set, gives a node (by name) the kubelet's eviction
 	// manager: it returns the node's eviction.Config (nil: none on that
 	// node), whose Summary, when nil, is the node's Summary API (package
@@ -88,7 +94,8 @@ type Config struct {
 	NoTaintEviction bool
 	// NodeMonitorGracePeriod is how long a node's Lease may go unrenewed
 	// before the cluster's node lifecycle controller marks it Unknown.
-	// Default 40s; checked every NodeMonitorPeriod (default 5s).
+	// Default 50s, kube-controller-manager's node-monitor-grace-period
+	// since v1.32; checked every NodeMonitorPeriod (default 5s).
 	NodeMonitorGracePeriod, NodeMonitorPeriod time.Duration
 	// IdleTimeout bounds how long (real time) RunFor waits for the
 	// cluster to go idle between steps. Default 30s.
@@ -135,7 +142,7 @@ func New(c Config) (*Cluster, error) {
 		return nil, fmt.Errorf("%w: negative duration", ErrInvalidConfig)
 	}
 	if c.NodeMonitorGracePeriod == 0 {
-		c.NodeMonitorGracePeriod = 40 * time.Second
+		c.NodeMonitorGracePeriod = 50 * time.Second
 	}
 	if c.NodeMonitorPeriod == 0 {
 		c.NodeMonitorPeriod = 5 * time.Second
@@ -163,6 +170,10 @@ func New(c Config) (*Cluster, error) {
 	cl.store.onNode = cl.nodeChanged
 	if !c.NoScheduler {
 		cl.store.bind = cl.schedule
+		// On its own clock the cluster binds once idle (settle), in name
+		// order; on an external one it cannot tell idleness and binds at
+		// once.
+		cl.store.deferBind = cl.vc != nil
 	}
 	cl.ctx, cl.stop = context.WithCancel(context.Background())
 	cl.wg.Add(1)
@@ -191,10 +202,47 @@ func (c *Cluster) Clock() agent.Clock { return c.clock }
 // Pods is the store's pod client of a namespace ("" for all).
 func (c *Cluster) Pods(namespace string) *PodClient { return c.store.Pods(namespace) }
 
+// NodeOptions describe a node as AddNode makes it; Config.Node adjusts
+// them.
+type NodeOptions struct {
+	// Name is the node's name; Index its place in the order of AddNode,
+	// from 0. Both are read-only.
+	Name  string
+	Index int
+	// PodCIDR is the Node's spec.podCIDR, as the node IPAM controller
+	// assigns it, and where its pods' IPs come from. Default
+	// 10.244.<Index>.0/24 (10.245.0.0/24 after 10.244.255.0/24 ...), so
+	// pod IPs are unique in the cluster.
+	PodCIDR string
+	// InternalIP is the Node's InternalIP address (with its Hostname, the
+	// name). Default 172.16.<Index/254>.<Index%254+1>.
+	InternalIP string
+	// Labels are added to the Node's (for a zone:
+	// topology.kubernetes.io/zone, which the node lifecycle controller's
+	// rate limits go by).
+	Labels map[string]string
+	// Capacity is the Node's. Default 4 CPUs, 16Gi of memory, 100Gi of
+	// ephemeral storage.
+	Capacity v1.ResourceList
+}
+
+func defaultNodeOptions(name string, index int) NodeOptions {
+	return NodeOptions{
+		Name: name, Index: index,
+		PodCIDR:    fmt.Sprintf("10.%d.%d.0/24", (244+index/256)%256, index%256),
+		InternalIP: fmt.Sprintf("172.16.%d.%d", (index/254)%256, index%254+1),
+		Capacity: v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("16Gi"),
+			v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+		},
+	}
+}
+
 // Node is one simulated node: an agent on its own in-memory runtime.
 type Node struct {
 	c       *Cluster
 	name    string
+	opts    NodeOptions
 	runtime *fake.Runtime
 
 	mu     sync.Mutex
@@ -208,6 +256,13 @@ type Node struct {
 
 // Name is the node's name.
 func (n *Node) Name() string { return n.name }
+
+// Options are the node's options, as Config.Node left them.
+func (n *Node) Options() NodeOptions {
+	o := n.opts
+	o.Labels, o.Capacity = maps.Clone(o.Labels), o.Capacity.DeepCopy()
+	return o
+}
 
 // Runtime is the node's in-memory runtime: program behaviours or inject
 // faults with it. It survives Stop and Start.
@@ -231,18 +286,24 @@ func (c *Cluster) AddNode(name string) (*Node, error) {
 	if _, ok := c.nodes[name]; ok || name == "" {
 		return nil, fmt.Errorf("%q: %w", name, ErrNodeExists)
 	}
-	rc := fake.Config{Seed: c.cfg.Seed ^ hash(name), PodBehavior: annotationBehavior}
+	opts := defaultNodeOptions(name, len(c.nodes))
+	if c.cfg.Node != nil {
+		c.cfg.Node(&opts)
+		opts.Name, opts.Index = name, len(c.nodes)
+	}
+	rc := fake.Config{Seed: c.cfg.Seed ^ hash(name), PodBehavior: annotationBehavior, PodCIDR: opts.PodCIDR}
 	if c.cfg.Runtime != nil {
 		c.cfg.Runtime(&rc)
 	}
 	rc.Clock = c.clock
-	n := &Node{c: c, name: name}
+	n := &Node{c: c, name: name, opts: opts}
 	rc.Recorder = &runtimeEvents{n: n, next: rc.Recorder}
 	rt, err := fake.New(rc)
 	if err != nil {
 		return nil, err
 	}
 	n.runtime = rt
+	c.store.setPodCIDR(name, rc.PodCIDR)
 	if err := n.startLocked(); err != nil {
 		return nil, err
 	}
@@ -300,10 +361,7 @@ func (n *Node) startLocked() error {
 	}
 	nc.Nodes, nc.Leases = c.store.Nodes(), c.store.Leases(v1.NamespaceNodeLease)
 	if nc.Capacity == nil {
-		nc.Capacity = v1.ResourceList{
-			v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("16Gi"),
-			v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
-		}
+		nc.Capacity = n.opts.Capacity.DeepCopy()
 	}
 	if nc.Machine == nil {
 		// The same machine as the capacity, read from no host file: a
@@ -311,7 +369,15 @@ func (n *Node) startLocked() error {
 		nc.Machine = node.Machine{NumCores: 4, MemoryCapacity: 16 << 30, EphemeralStorageCapacity: 100 << 30}
 	}
 	if len(nc.Addresses) == 0 && len(nc.NodeIPs) == 0 {
-		nc.Addresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: n.name}}
+		if n.opts.InternalIP != "" {
+			nc.Addresses = append(nc.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: n.opts.InternalIP})
+		}
+		nc.Addresses = append(nc.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: n.name})
+	}
+	if len(n.opts.Labels) > 0 {
+		labels := maps.Clone(n.opts.Labels)
+		maps.Copy(labels, nc.Labels)
+		nc.Labels = labels
 	}
 	ac.Node = nc
 	a, err := agent.New(ac)
@@ -425,11 +491,18 @@ func (c *Cluster) Close() {
 
 // settle waits until idle, then logs what changed.
 func (c *Cluster) settle(ctx context.Context) error {
-	if !c.idle.wait(ctx, c.cfg.IdleTimeout) {
-		if err := ctx.Err(); err != nil {
-			return err
+	for {
+		if !c.idle.wait(ctx, c.cfg.IdleTimeout) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return ErrNotIdle
 		}
-		return ErrNotIdle
+		// The scheduler's turn: what the instant created, in name order;
+		// then the agents' and controllers' again.
+		if !c.store.deferBind || !c.store.bindPending() {
+			break
+		}
 	}
 	c.mu.Lock()
 	c.flushLocked()

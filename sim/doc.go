@@ -6,7 +6,11 @@
 // seed gives the same run.
 //
 // Where it sits: the Store plays the apiserver. Its clients have the method
-// sets of client-go's typed clients (Pods, Nodes, Leases, Events); the
+// sets of client-go's typed clients (Pods, Nodes, Leases, Events), in
+// part; a controller's own client-go or controller-runtime code runs on
+// the cluster through the simclient module (github.com/nodekit/nodekit/simclient),
+// which serves the Kubernetes REST API over the Store, fed by
+// Store.Observe, with every other kind of the API kept beside it. The
 // agents list and watch their pods through it, patch statuses, delete pods
 // they have stopped, renew their Leases and record their events (Pulled,
 // Created, Started, Killing, Unhealthy, rejections such as OutOfcpu,
@@ -14,11 +18,16 @@
 // controller under test reads and writes the same Store. The Store assigns UIDs, resourceVersions and
 // creationTimestamps, applies the pod defaults nodekit relies on, and
 // deletes gracefully: a bound, running pod gets deletionTimestamp and
-// deletionGracePeriodSeconds and stays until its agent has stopped it.
+// deletionGracePeriodSeconds and stays until its agent has stopped it; a
+// pod with finalizers stays after that (grace 0) until they are removed.
 //
 // The Cluster adds what the control plane would. A scheduler: a pod
-// without spec.nodeName goes to the Ready node with the fewest pods. The
-// node lifecycle controller: a Lease unrenewed for 40s makes the Node's
+// without spec.nodeName goes to the Ready node with the fewest pods, once
+// every goroutine is idle (the pods created in one instant oldest first,
+// then by name, so that concurrent controllers do not change where pods
+// go; at once on Config.Clock, where the cluster does not see idleness). The
+// node lifecycle controller: a Lease unrenewed for 50s
+// (NodeMonitorGracePeriod, kube-controller-manager's default) makes the Node's
 // conditions Unknown and its pods not Ready; a Node found Unknown, or
 // reporting Ready False, is tainted node.kubernetes.io/unreachable or
 // not-ready NoExecute at the next pass (5s), rate-limited per zone and not
@@ -31,6 +40,13 @@
 // cancels the eviction. A pod evicted from a node whose agent is gone stays
 // Terminating, as in a cluster, until the agent returns.
 // Config.NoScheduler and Config.NoTaintEviction turn those two off.
+//
+// Nodes: AddNode numbers them from 0, and Config.Node, told a node's name
+// and index, sets its NodeOptions: spec.podCIDR (default
+// 10.244.<index>.0/24, as the node IPAM controller assigns; the node's
+// pods get their IPs from it, so no two pods in the cluster share one),
+// its InternalIP (default 172.16.<index/254>.<index%254+1>), labels (a
+// zone) and capacity (default 4 CPUs, 16Gi, 100Gi of ephemeral storage).
 //
 // Node-pressure eviction is off by default. Config.Eviction gives a node
 // the kubelet's eviction manager (package eviction) over its Summary API
@@ -82,8 +98,12 @@
 // between runs. The store's Events have them all.
 //
 // Reproducibility: UIDs, generated names, the agents' jitter and the
-// runtimes' faults derive from Config.Seed (a pod's UID from the pods
-// created before it, whatever the agents create meanwhile), and the event log is kept in a
+// runtimes' faults derive from Config.Seed (a pod's UID from the seed, its
+// namespace and name and how many pods of that name were created before;
+// a generated name from the seed and how many names were generated with
+// that prefix in that namespace, so however many controllers create pods
+// in one instant, each gets the same names and UIDs in every run), and
+// the event log is kept in a
 // stable order (within an instant by object, an object's recorded events
 // first and in text order, not in the order they were made), so two runs
 // of a scenario give the same log. What concurrent goroutines do in the
@@ -91,6 +111,12 @@
 // which of two pods syncs first, the draws of injected faults, the names
 // of Events); the log shows only what a controller could observe once the
 // instant is over.
+//
+// Parallel tests: RunFor waits until every goroutine of the process is
+// blocked, so clusters of tests run with t.Parallel wait for each other
+// (several times slower each); run them in sequence, or each in a
+// testing/synctest bubble (Config.Clock: clock.RealClock{}), whose
+// idleness is its own.
 //
 // Where it differs from a cluster: no admission, validation or defaulting
 // beyond the pod fields named above (with DefaultTolerationSeconds' 300s
@@ -103,7 +129,7 @@
 // events of its own (NodeNotReady, RegisteredNode); Patch supports the
 // status subresource's strategic merge patches only; watches replay the
 // last 4096 pod events and answer 410 Gone beyond; Nodes, Leases and
-// Events have no watch; Events count an event repeated as client-go's
+// Events have no watch of their own (simclient's have); Events count an event repeated as client-go's
 // recorder does, without its spam filter (a burst of 25 per object, then
 // one per 5 minutes) and its merging of similar messages, and hold the
 // events nodekit records, the node runtimes' among them (the kubelet's

@@ -23,8 +23,9 @@ func Example() {
 	if _, err := cl.AddNode("node-a"); err != nil {
 		panic(err)
 	}
-	// In a fixed order: the store draws UIDs from the seed in creation
-	// order, and the kubelet's BackOff message names the pod's UID.
+	// The store keys a pod's UID by the seed, its namespace and name (the
+	// kubelet's BackOff message names it), so the order of creation does
+	// not matter.
 	for _, p := range []struct{ name, script string }{{"web", ""}, {"crash", "10s:1"}} {
 		name, script := p.name, p.script
 		pod := &v1.Pod{
@@ -63,9 +64,9 @@ func Example() {
 	// 00:00:11 Pod default/crash ready True
 	// 00:00:11 Pod default/crash app restarts 1
 	// 00:00:11 Pod default/crash app running
-	// 00:00:20 Pod default/crash event Warning BackOff (node-a, spec.containers{app}): Back-off restarting failed container app in pod crash_default(210e57fb-5a03-4473-af2c-5b2805e780ec)
+	// 00:00:20 Pod default/crash event Warning BackOff (node-a, spec.containers{app}): Back-off restarting failed container app in pod crash_default(5fc2983a-f893-4c6f-b2b1-1cffb671fc7f)
 	// 00:00:20 Pod default/crash ready False
 	// 00:00:20 Pod default/crash app terminated Error (1)
-	// 00:00:22 Pod default/crash event Warning BackOff (node-a, spec.containers{app}): Back-off restarting failed container app in pod crash_default(210e57fb-5a03-4473-af2c-5b2805e780ec)
+	// 00:00:22 Pod default/crash event Warning BackOff (node-a, spec.containers{app}): Back-off restarting failed container app in pod crash_default(5fc2983a-f893-4c6f-b2b1-1cffb671fc7f)
 	// 00:00:22 Pod default/crash app waiting CrashLoopBackOff
 }

@@ -466,3 +466,32 @@ func TestHourOfThreeCrashLoopingNodes(t *testing.T) {
 		}
 	}
 }
+
+// A finalizer holds a deleted pod, stopped and with grace 0, until a
+// controller removes it; then the pod goes.
+func TestFinalizersHoldADeletedPod(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, sim.Config{}, "n1")
+	p := pod("web", nil)
+	p.Finalizers = []string{"example.com/keep"}
+	create(t, cl, p)
+	run(t, cl, 10*time.Second)
+	if err := cl.DeletePod(ctx, "default", "web"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, cl, time.Minute)
+	got := get(t, cl, "web")
+	if got.DeletionTimestamp == nil || got.DeletionGracePeriodSeconds == nil || *got.DeletionGracePeriodSeconds != 0 {
+		t.Fatalf("held pod: deletion %v grace %v", got.DeletionTimestamp, got.DeletionGracePeriodSeconds)
+	}
+	if cs := got.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil {
+		t.Fatalf("held pod's container not stopped: %+v", cs)
+	}
+	got.Finalizers = nil
+	if _, err := cl.Pods("default").Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Pod("default", "web"); err == nil {
+		t.Fatal("pod left after its last finalizer")
+	}
+}

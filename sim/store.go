@@ -3,10 +3,12 @@ package sim
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,9 +49,14 @@ type key struct{ namespace, name string }
 type Store struct {
 	clock clock.PassiveClock
 
-	mu       sync.Mutex
-	rv       uint64
-	rng      *rand.Rand // pods' UIDs and generated names
+	mu sync.Mutex
+	rv uint64
+	// seed keys pods' UIDs and generated names (see podUID, genName);
+	// created counts the pods created under each key and generateName
+	// prefix, so the n-th pod of a name has the same UID whatever other
+	// pods were created in between or in which order.
+	seed     uint64
+	created  map[string]uint64
 	pods     map[key]*v1.Pod
 	nodes    map[string]*v1.Node
 	leases   map[key]*coordinationv1.Lease
@@ -65,9 +72,20 @@ type Store struct {
 	// under mu: the cluster's event log and scheduler.
 	onPod  func(old, new *v1.Pod)
 	onNode func(old, new *v1.Node)
+	// observers see every write (Observe).
+	observers map[*observer]struct{}
+	// podCIDRs are the nodes' spec.podCIDR, set on a Node as it
+	// registers, as the node IPAM controller does. Under cidrMu, taken
+	// after mu: AddNode sets them holding the Cluster's lock.
+	cidrMu   sync.Mutex
+	podCIDRs map[string]string
 	// bind, if set, is the scheduler: it names a node for an unbound pod
 	// or returns "".
 	bind func(*v1.Pod) string
+	// deferBind leaves new pods unbound until bindPending (the Cluster
+	// calls it once idle), so that the pods created in one instant are
+	// placed in name order, whichever goroutine created them first.
+	deferBind bool
 
 	// Events, the key of each by what makes it the same event, and the
 	// random source of their UIDs (see recordLocked).
@@ -83,7 +101,10 @@ type Store struct {
 func newStore(clk clock.PassiveClock, seed uint64) *Store {
 	return &Store{
 		clock:        clk,
-		rng:          rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
+		seed:         seed,
+		created:      map[string]uint64{},
+		observers:    map[*observer]struct{}{},
+		podCIDRs:     map[string]string{},
 		pods:         map[key]*v1.Pod{},
 		nodes:        map[string]*v1.Node{},
 		leases:       map[key]*coordinationv1.Lease{},
@@ -96,8 +117,25 @@ func newStore(clk clock.PassiveClock, seed uint64) *Store {
 	}
 }
 
-// meta fills what the apiserver assigns on create; s.mu is held.
-func (s *Store) meta(m *metav1.ObjectMeta) { s.metaFrom(s.rng, m) }
+// meta fills what the apiserver assigns on create, a pod's UID keyed by
+// its namespace and name (see keyed); s.mu is held.
+func (s *Store) meta(m *metav1.ObjectMeta) {
+	r := s.keyed("uid", m.Namespace, m.Name)
+	s.metaFrom(r, m)
+}
+
+// keyed is a random source for the n-th draw under a key: what it gives
+// depends on the seed and the key alone, not on what other goroutines
+// created before, so concurrent controllers leave a seeded run as it was.
+// s.mu is held.
+func (s *Store) keyed(parts ...string) *rand.Rand {
+	k := strings.Join(parts, "\x00")
+	n := s.created[k]
+	s.created[k] = n + 1
+	h := fnv.New64a()
+	h.Write([]byte(k))
+	return rand.New(rand.NewPCG(s.seed^h.Sum64(), n^0x5851f42d4c957f2d))
+}
 
 // metaFrom is meta with the UID drawn from rng.
 func (s *Store) metaFrom(rng *rand.Rand, m *metav1.ObjectMeta) {
@@ -198,13 +236,15 @@ func (s *Store) createPod(pod *v1.Pod) (*v1.Pod, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p.Name == "" {
-		p.Name = p.GenerateName + randSuffix(s.rng)
+		// Keyed by the prefix: two controllers generating names in one
+		// instant get the same names in every run.
+		p.Name = p.GenerateName + randSuffix(s.keyed("name", p.Namespace, p.GenerateName))
 	}
 	k := key{p.Namespace, p.Name}
 	if _, ok := s.pods[k]; ok {
 		return nil, apierrors.NewAlreadyExists(podsResource, p.Name)
 	}
-	if p.Spec.NodeName == "" && s.bind != nil {
+	if p.Spec.NodeName == "" && s.bind != nil && !s.deferBind {
 		p.Spec.NodeName = s.bind(p)
 	}
 	s.meta(&p.ObjectMeta)
@@ -266,6 +306,7 @@ func (s *Store) emitPod(t watch.EventType, old, p *v1.Pod) {
 			w.send(ev, old)
 		}
 	}
+	s.notify(t, old, p)
 	if s.onPod != nil {
 		if t == watch.Deleted {
 			s.onPod(old, nil)
@@ -299,6 +340,13 @@ func (s *Store) updatePod(pod *v1.Pod) (*v1.Pod, error) {
 	defaultPod(p)
 	p.Status.Phase = old.Status.Phase
 	s.bump(&p.ObjectMeta)
+	// The last finalizer of a pod deleted for good (grace 0) removed:
+	// the pod goes.
+	if len(p.Finalizers) == 0 && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0 {
+		s.pods[k] = p
+		s.removePodLocked(p)
+		return p.DeepCopy(), nil
+	}
 	s.pods[k] = p
 	s.emitPod(watch.Modified, old, p)
 	return p.DeepCopy(), nil
@@ -368,7 +416,24 @@ func (s *Store) deletePod(ns, name string, opts metav1.DeleteOptions) error {
 		grace = max(*opts.GracePeriodSeconds, 0)
 	}
 	if grace == 0 || p.Spec.NodeName == "" || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
-		s.removePodLocked(p)
+		if len(p.Finalizers) == 0 {
+			s.removePodLocked(p)
+			return nil
+		}
+		// Finalizers hold it, deleted, until they are removed.
+		if p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0 {
+			return nil
+		}
+		np := p.DeepCopy()
+		now := metav1.NewTime(s.clock.Now().Truncate(time.Second))
+		if np.DeletionTimestamp == nil {
+			np.DeletionTimestamp = &now
+			np.Generation++
+		}
+		np.DeletionGracePeriodSeconds = ptr.To[int64](0)
+		s.bump(&np.ObjectMeta)
+		s.pods[key{ns, name}] = np
+		s.emitPod(watch.Modified, p, np)
 		return nil
 	}
 	if p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds <= grace {
@@ -384,8 +449,19 @@ func (s *Store) deletePod(ns, name string, opts metav1.DeleteOptions) error {
 	return nil
 }
 
-// bindPendingLocked binds unbound pods, oldest first, as a scheduler
-// retrying them when nodes change; s.mu is held.
+// bindPending binds the unbound pods (see bindPendingLocked) and
+// reports whether it bound any.
+func (s *Store) bindPending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rv := s.rv
+	s.bindPendingLocked()
+	return s.rv != rv
+}
+
+// bindPendingLocked binds unbound pods, oldest first (by creation second,
+// then namespace and name, so that a seeded run places them alike), as a
+// scheduler retrying them when nodes change; s.mu is held.
 func (s *Store) bindPendingLocked() {
 	if s.bind == nil {
 		return
@@ -397,9 +473,14 @@ func (s *Store) bindPendingLocked() {
 		}
 	}
 	sort.Slice(pending, func(i, j int) bool {
-		a, _ := strconv.ParseUint(pending[i].ResourceVersion, 10, 64)
-		b, _ := strconv.ParseUint(pending[j].ResourceVersion, 10, 64)
-		return a < b
+		a, b := pending[i], pending[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
 	})
 	for _, old := range pending {
 		node := s.bind(old)
@@ -533,12 +614,21 @@ func (s *Store) createNode(node *v1.Node) (*v1.Node, error) {
 		return nil, apierrors.NewAlreadyExists(nodesResource, node.Name)
 	}
 	n := node.DeepCopy()
+	s.cidrMu.Lock()
+	cidr := s.podCIDRs[n.Name]
+	s.cidrMu.Unlock()
+	if cidr != "" && n.Spec.PodCIDR == "" {
+		n.Spec.PodCIDR, n.Spec.PodCIDRs = cidr, []string{cidr}
+	}
 	s.metaFrom(s.nodeRng, &n.ObjectMeta)
 	s.nodes[n.Name] = n
+	s.notify(watch.Added, nil, n)
 	if s.onNode != nil {
 		s.onNode(nil, n)
 	}
-	s.bindPendingLocked()
+	if !s.deferBind {
+		s.bindPendingLocked()
+	}
 	return n.DeepCopy(), nil
 }
 
@@ -563,10 +653,13 @@ func (s *Store) updateNode(node *v1.Node, status bool) (*v1.Node, error) {
 	}
 	s.bump(&n.ObjectMeta)
 	s.nodes[n.Name] = n
+	s.notify(watch.Modified, old, n)
 	if s.onNode != nil {
 		s.onNode(old, n)
 	}
-	s.bindPendingLocked()
+	if !s.deferBind {
+		s.bindPendingLocked()
+	}
 	return n.DeepCopy(), nil
 }
 
@@ -579,6 +672,12 @@ func (s *Store) listNodes() []*v1.Node {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+func (s *Store) setPodCIDR(node, cidr string) {
+	s.cidrMu.Lock()
+	defer s.cidrMu.Unlock()
+	s.podCIDRs[node] = cidr
 }
 
 // --- leases
@@ -604,6 +703,7 @@ func (s *Store) createLease(ns string, lease *coordinationv1.Lease) (*coordinati
 	l.Namespace = ns
 	s.metaFrom(s.nodeRng, &l.ObjectMeta)
 	s.leases[k] = l
+	s.notify(watch.Added, nil, l)
 	return l.DeepCopy(), nil
 }
 
@@ -623,6 +723,7 @@ func (s *Store) updateLease(ns string, lease *coordinationv1.Lease) (*coordinati
 	l.UID, l.CreationTimestamp = old.UID, old.CreationTimestamp
 	s.bump(&l.ObjectMeta)
 	s.leases[k] = l
+	s.notify(watch.Modified, old, l)
 	return l.DeepCopy(), nil
 }
 
@@ -665,7 +766,9 @@ func (c *PodClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.I
 
 // Create creates a pod: the apiserver's defaults, UID, resourceVersion and
 // creationTimestamp, Pending; a pod without spec.nodeName is bound by the
-// cluster's scheduler, at once or when a node becomes Ready.
+// cluster's scheduler: once the cluster is idle (the pods of an instant in
+// name order) on its own clock, at once on Config.Clock; or when a node
+// becomes Ready.
 func (c *PodClient) Create(_ context.Context, pod *v1.Pod, _ metav1.CreateOptions) (*v1.Pod, error) {
 	p := pod
 	if pod.Namespace != c.ns() {

@@ -11,7 +11,9 @@
 //	cl.RunFor(ctx, time.Hour)
 //
 // It lives in the e2e module because the library does not import
-// client-go. Only pods (get, list, watch, create, update, delete, status
+// client-go. The simclient module (github.com/nodekit/nodekit/simclient)
+// supersedes it for controller tests: client-go's real clientset,
+// informers with watch-list and controller-runtime on every kind. Only pods (get, list, watch, create, update, delete, status
 // patch) and Nodes (get, list, create, update, status update) go to the
 // store; other resources stay in the fake clientset's own tracker.
 package simclient

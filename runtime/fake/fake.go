@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -52,6 +53,11 @@ type Config struct {
 	// EventBuffer is how many container events a WatchContainerEvents
 	// stream holds before it breaks. Default: 1000.
 	EventBuffer int
+	// PodCIDR, if set, is the IPv4 network pod sandboxes get their IPs
+	// from (as the node's spec.podCIDR): its host addresses in turn,
+	// skipping those held by the runtime's sandboxes once it wraps around.
+	// Default: 10.x.y.z from the runtime's sequence of IDs.
+	PodCIDR string
 	// PodBehavior, if set, programs containers per pod (for example from
 	// the pod's annotations): when it returns true its Behavior wins over
 	// SetContainerBehavior and SetImageBehavior. It is called with the
@@ -236,9 +242,12 @@ type Runtime struct {
 	watchers   []*watcher
 	execs      map[execKey]ExecResult
 	podBehav   func(*v1.Pod, *v1.Container) (Behavior, bool)
-	rec        runtime.EventRecorder
-	hooks      *lifecycle.Runner
-	hookRuns   []HookRun
+	// podNet and ipSeq hand out sandbox IPs when Config.PodCIDR is set.
+	podNet   netip.Prefix
+	ipSeq    uint64
+	rec      runtime.EventRecorder
+	hooks    *lifecycle.Runner
+	hookRuns []HookRun
 	// changed, if set, is closed at the next log line or container change
 	// (Attach waits on it).
 	changed chan struct{}
@@ -286,6 +295,15 @@ func New(c Config) (*Runtime, error) {
 	if c.MaxRecordedCalls <= 0 {
 		c.MaxRecordedCalls = 10000
 	}
+	var podNet netip.Prefix
+	if c.PodCIDR != "" {
+		var err error
+		podNet, err = netip.ParsePrefix(c.PodCIDR)
+		if err != nil || !podNet.Addr().Is4() || podNet.Bits() > 30 {
+			return nil, fmt.Errorf("fake: pod CIDR %q: an IPv4 network of 4 addresses or more is required: %w", c.PodCIDR, runtime.ErrInvalidConfig)
+		}
+		podNet = podNet.Masked()
+	}
 	if c.EventBuffer <= 0 {
 		c.EventBuffer = 1000
 	}
@@ -304,6 +322,7 @@ func New(c Config) (*Runtime, error) {
 		pulledAt:    map[string]time.Time{},
 		pods:        map[types.UID]*podState{},
 		podBehav:    c.PodBehavior,
+		podNet:      podNet,
 		rec:         c.Recorder,
 		started:     c.Clock.Now(),
 		nodeCap:     NodeCapacity{}.withDefaults(),

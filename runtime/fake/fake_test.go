@@ -410,3 +410,26 @@ func TestSetCondition(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, st.Conditions, 3)
 }
+
+// With a PodCIDR, sandboxes get its host addresses in turn and, once it
+// wraps around, skip those still held.
+func TestPodCIDRHandsOutFreeAddresses(t *testing.T) {
+	_, err := fake.New(fake.Config{PodCIDR: "10.0.0.0/31"})
+	require.ErrorIs(t, err, runtime.ErrInvalidConfig, "too small")
+	_, err = fake.New(fake.Config{PodCIDR: "fd00::/64"})
+	require.ErrorIs(t, err, runtime.ErrInvalidConfig, "not IPv4")
+	rt, _ := newRuntime(t, fake.Config{PodCIDR: "10.244.3.0/30"}) // two host addresses
+	ip := func(pod *v1.Pod) string {
+		st, err := rt.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
+		require.NoError(t, err)
+		return st.IPs[0]
+	}
+	a, b, c := newPod("a", v1.RestartPolicyAlways, ctr("app")), newPod("b", v1.RestartPolicyAlways, ctr("app")), newPod("c", v1.RestartPolicyAlways, ctr("app"))
+	for _, p := range []*v1.Pod{a, b} {
+		require.NoError(t, rt.SyncPod(context.Background(), p, nil, nil, nil).Error())
+	}
+	assert.Equal(t, []string{"10.244.3.1", "10.244.3.2"}, []string{ip(a), ip(b)})
+	rt.RemovePod(a.UID)
+	require.NoError(t, rt.SyncPod(context.Background(), c, nil, nil, nil).Error())
+	assert.Equal(t, "10.244.3.1", ip(c), "the freed address, not b's")
+}

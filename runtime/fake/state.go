@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -392,6 +393,39 @@ func imageID(ref string) string {
 	h := fnv.New64a()
 	h.Write([]byte(ref))
 	return fmt.Sprintf("sha256:%016x", h.Sum64())
+}
+
+// sandboxIPs are the IPs of a new sandbox numbered n; r.mu must be held.
+func (r *Runtime) sandboxIPs(n uint64) []string {
+	if !r.podNet.IsValid() {
+		return []string{fmt.Sprintf("10.%d.%d.%d", byte(n>>16), byte(n>>8), byte(n))}
+	}
+	hosts := uint64(1)<<(32-r.podNet.Bits()) - 2 // without network and broadcast
+	base := r.podNet.Addr().As4()
+	b := uint64(base[0])<<24 | uint64(base[1])<<16 | uint64(base[2])<<8 | uint64(base[3])
+	addr := func(k uint64) string {
+		a := b + 1 + k%hosts
+		return netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}).String()
+	}
+	var held map[string]bool
+	if r.ipSeq >= hosts { // wrapped: skip the addresses still in use
+		held = map[string]bool{}
+		for _, p := range r.pods {
+			for _, s := range p.sandboxes {
+				for _, ip := range s.ips {
+					held[ip] = true
+				}
+			}
+		}
+	}
+	for range hosts {
+		ip := addr(r.ipSeq)
+		r.ipSeq++
+		if !held[ip] {
+			return []string{ip}
+		}
+	}
+	return []string{addr(r.ipSeq)} // all held: reuse one rather than fail the sandbox
 }
 
 // newID returns a fresh sequence number; r.mu must be held.
