@@ -231,7 +231,7 @@ func (c *Cluster) AddNode(name string) (*Node, error) {
 	if _, ok := c.nodes[name]; ok || name == "" {
 		return nil, fmt.Errorf("%q: %w", name, ErrNodeExists)
 	}
-	rc := fake.Config{Seed: c.cfg.Seed ^ hash(name), PodBehavior: annotationBehavior}
+	rc := fake.Config{Seed: c.cfg.Seed ^ hash(name), PodBehavior: AnnotationBehavior}
 	if c.cfg.Runtime != nil {
 		c.cfg.Runtime(&rc)
 	}

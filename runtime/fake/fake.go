@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -62,6 +63,13 @@ type Config struct {
 	// Started, Killing, hook failures, SandboxChanged,
 	// FailedCreatePodSandBox), as runtime/cri records them. Default: none.
 	Recorder runtime.EventRecorder
+	// PodCIDR, if valid, is the IPv4 prefix sandboxes take their IPs from,
+	// in order from its first address after the network address, wrapping
+	// around at its end, as a node's CNI plugin allocates from the Node's
+	// spec.podCIDR: with one prefix per runtime, pod IPs stay apart across
+	// the nodes of a cluster. Default (zero): 10.x.y.z from the runtime's
+	// ID counter, the same on every runtime.
+	PodCIDR netip.Prefix
 }
 
 // Behavior programs how containers behave. It applies to every container
@@ -237,6 +245,8 @@ type Runtime struct {
 	execs      map[execKey]ExecResult
 	podBehav   func(*v1.Pod, *v1.Container) (Behavior, bool)
 	rec        runtime.EventRecorder
+	podCIDR    netip.Prefix // zero: 10.x.y.z from seq
+	ipSeq      uint64       // sandboxes given an IP of podCIDR
 	hooks      *lifecycle.Runner
 	hookRuns   []HookRun
 	// changed, if set, is closed at the next log line or container change
@@ -259,9 +269,13 @@ var (
 
 // New returns an empty runtime whose RuntimeReady and NetworkReady
 // conditions are true. It rejects failure rates outside [0, 1] or for
-// unknown methods, and a negative back-off, with an error wrapping
+// unknown methods, a negative back-off, and a PodCIDR that is not IPv4
+// or holds fewer than 2 addresses, with an error wrapping
 // runtime.ErrInvalidConfig.
 func New(c Config) (*Runtime, error) {
+	if c.PodCIDR.IsValid() && (!c.PodCIDR.Addr().Is4() || c.PodCIDR.Bits() > 30) {
+		return nil, fmt.Errorf("fake: PodCIDR %s: want an IPv4 prefix of at most /30: %w", c.PodCIDR, runtime.ErrInvalidConfig)
+	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
@@ -305,6 +319,7 @@ func New(c Config) (*Runtime, error) {
 		pods:        map[types.UID]*podState{},
 		podBehav:    c.PodBehavior,
 		rec:         c.Recorder,
+		podCIDR:     c.PodCIDR.Masked(),
 		started:     c.Clock.Now(),
 		nodeCap:     NodeCapacity{}.withDefaults(),
 		overhead:    usageState{since: c.Clock.Now()},

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"testing"
 	"time"
@@ -105,4 +106,27 @@ func TestDialPodListensWhileAContainerRunsAndIsReady(t *testing.T) {
 		_, err := rt.DialPod(ctx, "udp", addr(8080))
 		require.Error(t, err)
 	})
+}
+
+// TestPodCIDRGivesSandboxesItsHostAddresses: with a PodCIDR, pod IPs are
+// the prefix's host addresses in order, wrapping past its last, and a
+// probe reaches a pod at its address; a prefix that is not IPv4 or has no
+// room is refused.
+func TestPodCIDRGivesSandboxesItsHostAddresses(t *testing.T) {
+	rt, _ := newRuntime(t, fake.Config{PodCIDR: netip.MustParsePrefix("10.200.7.9/30")})
+	var ips []string
+	for i := range 3 {
+		pod := newPod("p"+strconv.Itoa(i), v1.RestartPolicyAlways, withPort(ctr("app"), 80))
+		require.NoError(t, sync(t, rt, pod, nil).Error())
+		ips = append(ips, status(t, rt, pod).IPs[0])
+	}
+	require.Equal(t, []string{"10.200.7.9", "10.200.7.10", "10.200.7.9"}, ips)
+	conn, err := rt.DialPod(context.Background(), "tcp", net.JoinHostPort(ips[1], "80"))
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+
+	for _, bad := range []string{"fd00::/64", "10.0.0.0/31", "10.0.0.1/32"} {
+		_, err := fake.New(fake.Config{PodCIDR: netip.MustParsePrefix(bad)})
+		require.ErrorIs(t, err, runtime.ErrInvalidConfig, bad)
+	}
 }

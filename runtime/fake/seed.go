@@ -1,7 +1,6 @@
 package fake
 
 import (
-	"fmt"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -32,7 +31,7 @@ func (r *Runtime) addRunningPod(pod *v1.Pod) {
 	n := r.newID()
 	s := &sandbox{id: "sandbox" + strconv.FormatUint(n, 10), state: runtime.SandboxStateReady, createdAt: now, hostNetwork: pod.Spec.HostNetwork}
 	if !pod.Spec.HostNetwork {
-		s.ips = []string{fmt.Sprintf("10.%d.%d.%d", byte(n>>16), byte(n>>8), byte(n))}
+		s.ips = []string{r.sandboxIP(n)}
 	}
 	p.sandboxes = append(p.sandboxes, s)
 	add := func(c *v1.Container, kind containerKind) {

@@ -2,8 +2,10 @@ package fake
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -398,6 +400,21 @@ func imageID(ref string) string {
 func (r *Runtime) newID() uint64 {
 	r.seq++
 	return r.seq
+}
+
+// sandboxIP is the IP of a new sandbox with ID n: the PodCIDR's next host
+// address (wrapping around, the network and broadcast addresses skipped),
+// else 10.x.y.z from n. r.mu is held.
+func (r *Runtime) sandboxIP(n uint64) string {
+	if !r.podCIDR.IsValid() {
+		return fmt.Sprintf("10.%d.%d.%d", byte(n>>16), byte(n>>8), byte(n))
+	}
+	hosts := uint64(1)<<(32-r.podCIDR.Bits()) - 2
+	b := r.podCIDR.Addr().As4()
+	v := binary.BigEndian.Uint32(b[:]) + uint32(r.ipSeq%hosts) + 1
+	r.ipSeq++
+	binary.BigEndian.PutUint32(b[:], v)
+	return netip.AddrFrom4(b).String()
 }
 
 // kindOf classifies a container of the pod spec.

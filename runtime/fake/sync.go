@@ -347,7 +347,7 @@ func (r *Runtime) createSandbox(p *podState, pod *v1.Pod, attempt uint32) string
 		hostNetwork: pod.Spec.HostNetwork,
 	}
 	if !pod.Spec.HostNetwork {
-		s.ips = []string{fmt.Sprintf("10.%d.%d.%d", byte(n>>16), byte(n>>8), byte(n))}
+		s.ips = []string{r.sandboxIP(n)}
 	}
 	p.sandboxes = append(p.sandboxes, s)
 	return s.id
