@@ -22,7 +22,9 @@
 // informer (every bound pod, watched once and dispatched to the node it
 // is bound to, rather than a watch per node), one Node informer (which
 // answers the node controllers' reads of their Node from the apiserver's
-// cache, instead of a GET per node every 10s), one event broadcaster, and
+// cache, instead of a GET per node every 10s), an event broadcaster per 16
+// nodes (one posts its events one at a time: shared by a thousand nodes it
+// falls minutes behind a rollout), and
 // the real clock. Per node remain the agent's goroutines and its Lease
 // renewal (every 10s), status updates (on change, or every 5m), and the
 // pod status patches.

@@ -34,6 +34,9 @@ import (
 	"github.com/nodekit/nodekit/status"
 )
 
+// nodesPerEventSink is how many nodes share an event broadcaster.
+const nodesPerEventSink = 16
+
 // kubeletVersion is what the Nodes report as nodeInfo.kubeletVersion.
 const kubeletVersion = "v1.37.0-nodekit-sim"
 
@@ -108,13 +111,24 @@ func runShard(ctx context.Context, o *options, cs kubernetes.Interface, log logr
 		return err
 	}
 
-	var rec func(node string) record.EventRecorder
+	// Events: a broadcaster per nodesPerEventSink nodes. A broadcaster
+	// posts its events one at a time, so one for a thousand nodes falls
+	// behind a rollout by minutes; each kubelet has its own.
+	var rec func(k int, node string) record.EventRecorder
 	if o.events {
-		events := record.NewBroadcaster(record.WithContext(ctx))
-		defer events.Shutdown()
-		events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-		rec = func(node string) record.EventRecorder {
-			return events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: node})
+		var sinks []record.EventBroadcaster
+		defer func() {
+			for _, b := range sinks {
+				b.Shutdown()
+			}
+		}()
+		rec = func(k int, node string) record.EventRecorder {
+			if k%nodesPerEventSink == 0 {
+				b := record.NewBroadcaster(record.WithContext(ctx))
+				b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+				sinks = append(sinks, b)
+			}
+			return sinks[len(sinks)-1].NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: node})
 		}
 	}
 
@@ -125,7 +139,7 @@ func runShard(ctx context.Context, o *options, cs kubernetes.Interface, log logr
 	leases := cs.CoordinationV1().Leases(v1.NamespaceNodeLease)
 	clk := clock.RealClock{}
 	for k := from; k < to; k++ {
-		n, err := newSimNode(o, k, cs, nodeClient, leases, rec, clk, log)
+		n, err := newSimNode(o, k-from, k, cs, nodeClient, leases, rec, clk, log)
 		if err != nil {
 			return err
 		}
@@ -177,9 +191,10 @@ func runShard(ctx context.Context, o *options, cs kubernetes.Interface, log logr
 	return nil
 }
 
-// newSimNode builds node k's agent on a runtime of its own.
-func newSimNode(o *options, k int, cs kubernetes.Interface, nodeClient node.NodeClient, leases node.LeaseClient,
-	rec func(string) record.EventRecorder, clk agent.Clock, log logr.Logger) (*simNode, error) {
+// newSimNode builds node k's agent on a runtime of its own; it is the
+// i-th of its shard.
+func newSimNode(o *options, i, k int, cs kubernetes.Interface, nodeClient node.NodeClient, leases node.LeaseClient,
+	rec func(i int, node string) record.EventRecorder, clk agent.Clock, log logr.Logger) (*simNode, error) {
 	name := nodeName(o.prefix, k, o.nodes)
 	n := &simNode{name: name}
 	nlog := log.WithName(name)
@@ -209,7 +224,7 @@ func newSimNode(o *options, k int, cs kubernetes.Interface, nodeClient node.Node
 		Log:     nlog.V(1),
 	}
 	if rec != nil {
-		r := rec(name)
+		r := rec(i, name)
 		rc.Recorder, ac.Recorder = r, r
 	}
 	rt, err := fake.New(rc)

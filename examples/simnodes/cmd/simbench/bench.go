@@ -29,9 +29,9 @@ import (
 
 type options struct {
 	kubeconfig, impl, simnodes, kwok, kwokConfig, audit, apiserverPID, workdir, out, load string
-	nodes, shards, podsPerNode                                                          int
-	rest                                                                                time.Duration
-	correctness, kill                                                                   bool
+	nodes, shards, podsPerNode                                                            int
+	rest, settle                                                                          time.Duration
+	correctness, kill                                                                     bool
 }
 
 // result is one run's figures.
@@ -121,6 +121,8 @@ func bench(ctx context.Context, o *options) error {
 	r.NodesReadyS = time.Since(start).Seconds()
 	logf("nodes Ready after %.1fs", r.NodesReadyS)
 
+	// Registration's requests are over before the window at rest.
+	sleep(ctx, o.settle)
 	cpu0 := s.cpu()
 	t0 := time.Now()
 	sleep(ctx, o.rest)
@@ -157,12 +159,15 @@ func bench(ctx context.Context, o *options) error {
 	t3 := time.Now()
 	r.PodsRunS = t3.Sub(t2).Seconds()
 	logf("pods Running after %.1fs", r.PodsRunS)
+	// The events of the rollout still being posted are not "at rest".
+	sleep(ctx, o.settle)
+	t3b := time.Now()
 	sleep(ctx, o.rest)
 	t4 := time.Now()
 
 	// Requests, from the audit log (its last lines may lag a moment).
 	sleep(ctx, 2*time.Second)
-	counts, err := countAudit(o.audit, s.ua, []window{{t0, t1}, {t2, t3}, {t3, t4}})
+	counts, err := countAudit(o.audit, s.ua, []window{{t0, t1}, {t2, t3}, {t3b, t4}})
 	if err != nil {
 		return err
 	}
@@ -175,7 +180,7 @@ func bench(ctx context.Context, o *options) error {
 	}
 	r.RestNodes = perNodeMin(counts[0], t0, t1)
 	r.Rollout = perNodeMin(counts[1], t2, t3)
-	r.RestPods = perNodeMin(counts[2], t3, t4)
+	r.RestPods = perNodeMin(counts[2], t3b, t4)
 
 	if o.correctness {
 		r.Correctness = correctness(ctx, cs, podInf, simNodes()[0].Name, logf)

@@ -48,6 +48,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.workdir, "workdir", ".", "where the simulators' logs go")
 	fs.StringVar(&o.out, "out", "", "result file (JSON)")
 	fs.DurationVar(&o.rest, "rest", 60e9, "length of each at-rest window")
+	fs.DurationVar(&o.settle, "settle", 20e9, "wait after the nodes are Ready and after the pods run, before each window at rest")
 	fs.BoolVar(&o.correctness, "correctness", true, "run the behaviour checks")
 	fs.BoolVar(&o.kill, "kill", true, "kill a shard (or the simulator) at the end and time NotReady and eviction")
 	fs.StringVar(&o.load, "load", "", "the machine's load, recorded with the result")
