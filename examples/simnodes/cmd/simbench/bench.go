@@ -87,8 +87,10 @@ func bench(ctx context.Context, o *options) error {
 	// waits read them instead of listing.
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	podInf, nodeInf := factory.Core().V1().Pods().Informer(), factory.Core().V1().Nodes().Informer()
+	defer factory.Shutdown() // after cancel, which stops the informers
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	factory.Start(ctx.Done())
-	defer factory.Shutdown()
 	cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced)
 
 	start := time.Now()
