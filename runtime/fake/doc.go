@@ -47,7 +47,9 @@
 //     connections otherwise. PortForward (runtime.PortForwarder) reaches
 //     it the same way; nothing else does.
 //   - IDs are "fake://c<n>" for containers and "sandbox<n>" for sandboxes;
-//     pod IPs are 10.x.y.z from a counter, host-network pods have none.
+//     pod IPs are 10.x.y.z from a counter, or the host addresses of
+//     Config.PodCIDR in turn (a node's pod CIDR, so that the runtimes of
+//     many nodes give distinct IPs); host-network pods have none.
 //   - SyncPod trusts the status it is given, as the kubelet does; a stale
 //     status can start a second instance of a container. A nil status means
 //     the fake's current one.
