@@ -167,7 +167,8 @@ run_one() { # IMPL NODES PROCESSES
 		-audit "$RUN/audit.log" -apiserver-pid "$RUN/kube-apiserver.pid" -workdir "$RUN" \
 		-rest "${SIMBENCH_REST:-60s}" -load "$load" -out "$RESULTS/$impl-$nodes-$procs.json" || status=$?
 	stop_all
-	if [ $status = 0 ]; then rm -rf "$RUN"; else log "run failed; logs kept in $RUN"; fi
+	rm -rf "$RUN/etcd"
+	if [ $status = 0 ] && [ -z "${SIMBENCH_KEEP:-}" ]; then rm -rf "$RUN"; else log "logs and audit log kept in $RUN"; fi
 	return $status
 }
 
