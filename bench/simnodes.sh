@@ -17,7 +17,10 @@
 # hack/conformance.sh build); binaries and results are kept in
 # ${SIMBENCH_CACHE:-~/.cache/nodekit-simnodes}. Ports (env SIMBENCH_*_PORT):
 # etcd 24791-24792, apiserver 24443, controller-manager 24257, scheduler
-# 24259, away from hack/conformance.sh's. Needs openssl and curl.
+# 24259, away from hack/conformance.sh's. SIMBENCH_PODS_PER_NODE (default
+# 10) sizes the Deployment, SIMBENCH_REST (default 60s) the windows at
+# rest; SIMBENCH_KEEP=1 keeps each run's logs and audit log. Needs openssl
+# and curl.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log() { echo "simnodes.sh: $*" >&2; }
@@ -165,7 +168,7 @@ run_one() { # IMPL NODES PROCESSES
 	"$BIN/simbench" -kubeconfig "$RUN/kubeconfig" -impl "$impl" -nodes "$nodes" -shards "$procs" \
 		-simnodes "$BIN/simnodes" -kwok "$BIN/kwok" -kwok-config "$BIN/kwok-stages.yaml" \
 		-audit "$RUN/audit.log" -apiserver-pid "$RUN/kube-apiserver.pid" -workdir "$RUN" \
-		-rest "${SIMBENCH_REST:-60s}" -load "$load" -out "$RESULTS/$impl-$nodes-$procs.json" || status=$?
+		-rest "${SIMBENCH_REST:-60s}" -pods-per-node "${SIMBENCH_PODS_PER_NODE:-10}" -load "$load" -out "$RESULTS/$impl-$nodes-$procs.json" || status=$?
 	stop_all
 	rm -rf "$RUN/etcd"
 	if [ $status = 0 ] && [ -z "${SIMBENCH_KEEP:-}" ]; then rm -rf "$RUN"; else log "logs and audit log kept in $RUN"; fi
