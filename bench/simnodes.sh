@@ -149,12 +149,26 @@ KC
 	wait_for kube-apiserver 180 api /readyz
 	# Evictions at once (a bench, not a production setting), so a killed
 	# shard's pods go within the run.
-	start kube-controller-manager "$CACHE/kube-controller-manager" --kubeconfig="$RUN/kubeconfig" \
-		--controllers=node-lifecycle-controller,taint-eviction-controller,replicaset-controller,deployment-controller \
-		--leader-elect=false --secure-port="$KCM_PORT" --bind-address=127.0.0.1 \
-		--kube-api-qps=300 --kube-api-burst=600 --node-eviction-rate=100 --secondary-node-eviction-rate=100
-	start kube-scheduler "$CACHE/kube-scheduler" --kubeconfig="$RUN/kubeconfig" \
-		--leader-elect=false --secure-port="$SCHED_PORT" --bind-address=127.0.0.1 --kube-api-qps=300 --kube-api-burst=600
+	# Both give up if the apiserver is not healthy within 40s of their
+	# start (a loaded machine): wait for it, and check they run.
+	wait_for "kube-apiserver /healthz" 180 api /healthz
+	local try
+	for try in 1 2 3; do
+		start kube-controller-manager "$CACHE/kube-controller-manager" --kubeconfig="$RUN/kubeconfig" \
+			--controllers=node-lifecycle-controller,taint-eviction-controller,replicaset-controller,deployment-controller \
+			--leader-elect=false --secure-port="$KCM_PORT" --bind-address=127.0.0.1 \
+			--kube-api-qps=300 --kube-api-burst=600 --node-eviction-rate=100 --secondary-node-eviction-rate=100
+		start kube-scheduler "$CACHE/kube-scheduler" --kubeconfig="$RUN/kubeconfig" \
+			--leader-elect=false --secure-port="$SCHED_PORT" --bind-address=127.0.0.1 --kube-api-qps=300 --kube-api-burst=600
+		sleep 15
+		if kill -0 "$(cat "$RUN/kube-controller-manager.pid")" 2>/dev/null && kill -0 "$(cat "$RUN/kube-scheduler.pid")" 2>/dev/null; then
+			return 0
+		fi
+		log "controller-manager or scheduler exited (try $try); starting them again"
+		kill "$(cat "$RUN/kube-controller-manager.pid")" "$(cat "$RUN/kube-scheduler.pid")" 2>/dev/null || true
+		sleep 1
+	done
+	die "controller-manager or scheduler does not stay up (logs in $RUN)"
 }
 
 run_one() { # IMPL NODES PROCESSES
