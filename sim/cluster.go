@@ -291,7 +291,7 @@ func (c *Cluster) AddNode(name string) (*Node, error) {
 		c.cfg.Node(&opts)
 		opts.Name, opts.Index = name, len(c.nodes)
 	}
-	rc := fake.Config{Seed: c.cfg.Seed ^ hash(name), PodBehavior: annotationBehavior, PodCIDR: opts.PodCIDR}
+	rc := fake.Config{Seed: c.cfg.Seed ^ hash(name), PodBehavior: AnnotationBehavior, PodCIDR: opts.PodCIDR}
 	if c.cfg.Runtime != nil {
 		c.cfg.Runtime(&rc)
 	}

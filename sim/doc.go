@@ -138,6 +138,7 @@
 // agents' httpGet, tcpSocket and grpc probes reach (fake.Runtime.DialPod):
 // a pod answers as a healthy server (200, SERVING, a connection) once its
 // container runs and its ReadyAfterAnnotation has passed, and refuses
-// connections before and once it exited. Beyond one process, shard nodes
-// across processes against a real kube-apiserver (what e2e builds).
+// connections before and once it exited. Beyond one process, the same
+// agents, runtimes and annotations (AnnotationBehavior) run against a real
+// kube-apiserver, sharded across processes: examples/simnodes.
 package sim

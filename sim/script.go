@@ -95,11 +95,13 @@ func duration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// annotationBehavior programs a container from its pod's sim.nodekit.io
-// annotations; it is the runtimes' default fake.Config.PodBehavior. It
-// returns false for a pod without them. A malformed annotation fails the
-// container's start with CreateContainerConfigError naming it.
-func annotationBehavior(pod *v1.Pod, c *v1.Container) (fake.Behavior, bool) {
+// AnnotationBehavior programs a container from its pod's sim.nodekit.io
+// annotations; it is the runtimes' default fake.Config.PodBehavior, and
+// fits any runtime/fake that should read the same scripts (nodes on a
+// real apiserver, for one). It returns false for a pod without them. A
+// malformed annotation fails the container's start with
+// CreateContainerConfigError naming it.
+func AnnotationBehavior(pod *v1.Pod, c *v1.Container) (fake.Behavior, bool) {
 	var b fake.Behavior
 	found := false
 	bad := func(key string, err error) (fake.Behavior, bool) {

@@ -1,0 +1,35 @@
+// Command simnodes runs a shard of simulated nodes against a real
+// kube-apiserver: each node is a full nodekit agent (pod workers, PLEG,
+// status manager, probes, node status and Lease) on its own in-memory
+// runtime (runtime/fake), its pods scripted by sim's annotations
+// (sim.nodekit.io/start-delay, exit, ready-after, pull-error ...), its
+// probes answered by the runtime's in-memory network. It is what kwok
+// is, with the kubelet's behaviour: restart back-off, probes, graceful
+// termination, admission, a Lease that stops when the process does.
+//
+//	go run ./examples/simnodes -kubeconfig kc -nodes 1000 -shard 0/4
+//
+// Nodes are named and sharded deterministically: -nodes N names
+// <prefix>0000 ... <prefix>N-1 (zero-padded to N's width) and -shard i/n
+// runs the i-th of n contiguous blocks of them, so n processes with the
+// same flags and i = 0..n-1 run each node once. Node k gets the k-th
+// -node-cidr-size block of -pod-cidr as its spec.podCIDR (its pods' IPs
+// come from it) and the k-th host address of -node-ip-cidr as its
+// InternalIP, so the shards' nodes never overlap.
+//
+// What a process shares among its nodes, to keep a node cheap: one
+// client (one connection pool, one rate limiter: -qps, -burst), one pod
+// informer (every bound pod, watched once and dispatched to the node it
+// is bound to, rather than a watch per node), one Node informer (which
+// answers the node controllers' reads of their Node from the apiserver's
+// cache, instead of a GET per node every 10s), an event broadcaster per 16
+// nodes (one posts its events one at a time: shared by a thousand nodes it
+// falls minutes behind a rollout), and
+// the real clock. Per node remain the agent's goroutines and its Lease
+// renewal (every 10s), status updates (on change, or every 5m), and the
+// pod status patches.
+//
+// SIGINT or SIGTERM stops the process, leaving its Nodes and pods in the
+// apiserver as a crashed kubelet would: the Leases go stale and the node
+// lifecycle controller marks the Nodes NotReady, then evicts their pods.
+package main

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/examples/internal/nodeflags"
+)
+
+var errUsage = nodeflags.ErrUsage
+
+// SimnodeLabel is set on every Node, with the name prefix as its value,
+// so a workload (or a bench) selects the simulated nodes.
+const SimnodeLabel = "nodekit.io/simnode"
+
+type options struct {
+	kubeconfig   string
+	nodes        int
+	shard, total int
+	prefix       string
+	podCIDR      netip.Prefix
+	nodeCIDRSize int
+	nodeIPCIDR   netip.Prefix
+	labels       map[string]string
+	capacity     v1.ResourceList
+	maxPods      int
+	qps          float64
+	burst        int
+	events       bool
+	verbosity    int
+	duration     time.Duration
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	var shard, podCIDR, nodeIPCIDR, labels, cpu, memory, storage string
+	fs := flag.NewFlagSet("simnodes", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: go run ./examples/simnodes -kubeconfig FILE -nodes N [-shard i/n] [flags]
+
+Runs the i-th of n shards of N simulated nodekit nodes (runtime/fake) on the
+cluster of -kubeconfig: each registers its Node, renews its Lease and runs
+the pods bound to it through the kubelet's logic, scripted by sim's
+annotations. SIGINT or SIGTERM stops them, leaving Nodes and pods behind.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	def := os.Getenv("KUBECONFIG")
+	if home, err := os.UserHomeDir(); def == "" && err == nil {
+		def = filepath.Join(home, ".kube", "config")
+	}
+	fs.StringVar(&o.kubeconfig, "kubeconfig", def, "kubeconfig of the cluster (default $KUBECONFIG, else ~/.kube/config)")
+	fs.IntVar(&o.nodes, "nodes", 10, "nodes in all shards together")
+	fs.StringVar(&shard, "shard", "0/1", "`i/n`: run the i-th (from 0) of n equal blocks of the nodes")
+	fs.StringVar(&o.prefix, "name-prefix", "simnode-", "node names are this prefix and the node's number")
+	fs.StringVar(&podCIDR, "pod-cidr", "10.128.0.0/9", "IPv4 range the nodes' pod CIDRs are cut from; empty: no spec.podCIDR, pod IPs 10.x.y.z per node")
+	fs.IntVar(&o.nodeCIDRSize, "node-cidr-size", 24, "prefix length of each node's pod CIDR")
+	fs.StringVar(&nodeIPCIDR, "node-ip-cidr", "172.16.0.0/12", "IPv4 range of the nodes' InternalIPs, node k the k-th host address")
+	fs.StringVar(&labels, "node-labels", "", "labels `key=value,...` added to every Node (besides "+SimnodeLabel+"=<prefix>)")
+	fs.StringVar(&cpu, "cpu", "32", "cpu capacity of each node")
+	fs.StringVar(&memory, "memory", "256Gi", "memory capacity of each node")
+	fs.StringVar(&storage, "ephemeral-storage", "100Gi", "ephemeral-storage capacity of each node")
+	fs.IntVar(&o.maxPods, "max-pods", 110, "pods capacity of each node")
+	fs.Float64Var(&o.qps, "qps", 100, "the process's client QPS toward the apiserver (shared by its nodes)")
+	fs.IntVar(&o.burst, "burst", 200, "the process's client burst")
+	fs.BoolVar(&o.events, "events", true, "send the nodes' events (Pulled, Created, Started, Killing, probe failures ...) to the apiserver, as the kubelet does")
+	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up the agents' detail")
+	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long; 0 runs until signalled")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
+	}
+	var err error
+	if o.shard, o.total, err = parseShard(shard); err != nil {
+		return nil, bad("-shard: %v", err)
+	}
+	if o.nodes < 1 {
+		return nil, bad("-nodes must be at least 1, got %d", o.nodes)
+	}
+	if o.total > o.nodes {
+		return nil, bad("-shard %s: more shards than -nodes %d", shard, o.nodes)
+	}
+	if o.kubeconfig == "" {
+		return nil, bad("-kubeconfig is required")
+	}
+	if o.duration < 0 {
+		return nil, bad("-duration must not be negative, got %s", o.duration)
+	}
+	if o.qps <= 0 || o.burst < 1 {
+		return nil, bad("-qps and -burst must be positive")
+	}
+	if o.maxPods < 1 {
+		return nil, bad("-max-pods must be at least 1")
+	}
+	if podCIDR != "" {
+		if o.podCIDR, err = netip.ParsePrefix(podCIDR); err != nil || !o.podCIDR.Addr().Is4() {
+			return nil, bad("-pod-cidr %q: want an IPv4 prefix", podCIDR)
+		}
+		o.podCIDR = o.podCIDR.Masked()
+		if o.nodeCIDRSize < o.podCIDR.Bits() || o.nodeCIDRSize > 30 {
+			return nil, bad("-node-cidr-size %d: want between -pod-cidr's %d and 30", o.nodeCIDRSize, o.podCIDR.Bits())
+		}
+		if blocks := uint64(1) << (o.nodeCIDRSize - o.podCIDR.Bits()); uint64(o.nodes) > blocks {
+			return nil, bad("-pod-cidr %s holds %d /%d blocks, fewer than -nodes %d", o.podCIDR, blocks, o.nodeCIDRSize, o.nodes)
+		}
+	}
+	if o.nodeIPCIDR, err = netip.ParsePrefix(nodeIPCIDR); err != nil || !o.nodeIPCIDR.Addr().Is4() {
+		return nil, bad("-node-ip-cidr %q: want an IPv4 prefix", nodeIPCIDR)
+	}
+	o.nodeIPCIDR = o.nodeIPCIDR.Masked()
+	if hosts := uint64(1)<<(32-o.nodeIPCIDR.Bits()) - 2; uint64(o.nodes) > hosts {
+		return nil, bad("-node-ip-cidr %s holds fewer than -nodes %d addresses", o.nodeIPCIDR, o.nodes)
+	}
+	if o.labels, err = parseLabels(labels); err != nil {
+		return nil, bad("-node-labels: %v", err)
+	}
+	o.labels[SimnodeLabel] = strings.TrimSuffix(o.prefix, "-")
+	o.capacity = v1.ResourceList{}
+	for _, r := range []struct {
+		name v1.ResourceName
+		flag string
+		val  string
+	}{{v1.ResourceCPU, "-cpu", cpu}, {v1.ResourceMemory, "-memory", memory}, {v1.ResourceEphemeralStorage, "-ephemeral-storage", storage}} {
+		q, err := resource.ParseQuantity(r.val)
+		if err != nil || q.Sign() <= 0 {
+			return nil, bad("%s %q: want a positive quantity", r.flag, r.val)
+		}
+		o.capacity[r.name] = q
+	}
+	return o, nil
+}
+
+// parseShard reads "i/n" with 0 <= i < n.
+func parseShard(s string) (i, n int, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	if ok {
+		i, err = strconv.Atoi(a)
+		if err == nil {
+			n, err = strconv.Atoi(b)
+		}
+	}
+	if !ok || err != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("%q: want i/n with 0 <= i < n", s)
+	}
+	return i, n, nil
+}
+
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q: want key=value", kv)
+		}
+		out[k] = v // node.New validates keys and values
+	}
+	return out, nil
+}
+
+// shardRange is the node numbers [from, to) of shard i of n.
+func shardRange(nodes, i, n int) (from, to int) {
+	return i * nodes / n, (i + 1) * nodes / n
+}
+
+// nodeName is node k's name: the prefix and k zero-padded to the width
+// of the largest number, so that names sort as numbers.
+func nodeName(prefix string, k, nodes int) string {
+	return fmt.Sprintf("%s%0*d", prefix, len(strconv.Itoa(nodes-1)), k)
+}
+
+// nthBlock is the k-th prefix of length bits within p.
+func nthBlock(p netip.Prefix, bits, k int) netip.Prefix {
+	b := p.Addr().As4()
+	v := binary.BigEndian.Uint32(b[:]) + uint32(k)<<(32-bits)
+	binary.BigEndian.PutUint32(b[:], v)
+	return netip.PrefixFrom(netip.AddrFrom4(b), bits)
+}
+
+// nthHost is the k-th host address of p (the network address skipped).
+func nthHost(p netip.Prefix, k int) netip.Addr {
+	b := p.Addr().As4()
+	binary.BigEndian.PutUint32(b[:], binary.BigEndian.Uint32(b[:])+uint32(k)+1)
+	return netip.AddrFrom4(b)
+}

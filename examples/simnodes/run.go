@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	listerscorev1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/examples/internal/exlog"
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podutil"
+	"github.com/nodekit/nodekit/runtime/fake"
+	"github.com/nodekit/nodekit/sim"
+	"github.com/nodekit/nodekit/status"
+)
+
+// nodesPerEventSink is how many nodes share an event broadcaster.
+const nodesPerEventSink = 16
+
+// kubeletVersion is what the Nodes report as nodeInfo.kubeletVersion.
+const kubeletVersion = "v1.37.0-nodekit-sim"
+
+// run is the program: it parses args, starts the shard's nodes and runs
+// them until ctx ends (or -duration passes).
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := exlog.New(stderr, o.verbosity)
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	cs, err := clients(o)
+	if err != nil {
+		return err
+	}
+	return runShard(ctx, o, cs, log)
+}
+
+// clients loads the kubeconfig and checks that it reaches an apiserver.
+func clients(o *options) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("-kubeconfig %s: %w", o.kubeconfig, err)
+	}
+	cfg.UserAgent = fmt.Sprintf("nodekit-simnodes/shard-%d-of-%d", o.shard, o.total)
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	probe := rest.CopyConfig(cfg)
+	probe.Timeout = 10 * time.Second
+	pcs, err := kubernetes.NewForConfig(probe)
+	if err != nil {
+		return nil, fmt.Errorf("-kubeconfig %s: %w", o.kubeconfig, err)
+	}
+	if _, err := pcs.Discovery().ServerVersion(); err != nil {
+		return nil, fmt.Errorf("-kubeconfig %s: no apiserver answers at %s: %w", o.kubeconfig, cfg.Host, err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// simNode is one node of the shard.
+type simNode struct {
+	name    string
+	podCIDR netip.Prefix // invalid: none
+	agent   *agent.Agent
+}
+
+// runShard runs the shard's nodes on cs until ctx ends.
+func runShard(ctx context.Context, o *options, cs kubernetes.Interface, log logr.Logger) error {
+	began := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel: every goroutine ends with ctx
+
+	// One informer of every bound pod and one of the Nodes, for all the
+	// shard's nodes. managedFields are dropped: nothing here reads them.
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	pods := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+		lo.FieldSelector = "spec.nodeName!="
+	})).Core().V1().Pods()
+	nodes := factory.Core().V1().Nodes()
+	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), nodes.Informer()} {
+		if err := inf.SetTransform(dropManagedFields); err != nil {
+			return err
+		}
+	}
+	if err := pods.Informer().AddIndexers(cache.Indexers{byNode: nodeIndex}); err != nil {
+		return err
+	}
+
+	// Events: a broadcaster per nodesPerEventSink nodes. A broadcaster
+	// posts its events one at a time, so one for a thousand nodes falls
+	// behind a rollout by minutes; each kubelet has its own.
+	var rec func(k int, node string) record.EventRecorder
+	if o.events {
+		var sinks []record.EventBroadcaster
+		defer func() {
+			for _, b := range sinks {
+				b.Shutdown()
+			}
+		}()
+		rec = func(k int, node string) record.EventRecorder {
+			if k%nodesPerEventSink == 0 {
+				b := record.NewBroadcaster(record.WithContext(ctx))
+				b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+				sinks = append(sinks, b)
+			}
+			return sinks[len(sinks)-1].NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: node})
+		}
+	}
+
+	from, to := shardRange(o.nodes, o.shard, o.total)
+	sn := make([]*simNode, 0, to-from)
+	outs := make(map[string]chan<- podconfig.PodUpdate, to-from)
+	nodeClient := &cachedNodes{api: cs.CoreV1().Nodes(), lister: nodes.Lister()}
+	leases := cs.CoordinationV1().Leases(v1.NamespaceNodeLease)
+	clk := clock.RealClock{}
+	for k := from; k < to; k++ {
+		n, err := newSimNode(o, k-from, k, cs, nodeClient, leases, rec, clk, log)
+		if err != nil {
+			return err
+		}
+		sn = append(sn, n)
+		outs[n.name] = n.agent.Channel(podutil.ApiserverSource)
+	}
+	d := newDispatcher(pods.Informer().GetIndexer(), outs)
+	if _, err := pods.Informer().AddEventHandler(d.handler()); err != nil {
+		return err
+	}
+	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), nodes.Informer()} {
+		wg.Go(func() { inf.RunWithContext(ctx) })
+	}
+	wg.Go(func() { d.run(ctx) })
+	log.Info("Starting nodes", "shard", fmt.Sprintf("%d/%d", o.shard, o.total), "nodes", len(sn),
+		"first", sn[0].name, "last", sn[len(sn)-1].name)
+	for _, n := range sn {
+		wg.Go(func() {
+			if err := n.agent.Run(ctx); err != nil {
+				log.Error(err, "Agent stopped", "node", n.name)
+			}
+		})
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced, nodes.Informer().HasSynced) {
+		return nil // ctx ended
+	}
+	for _, n := range sn {
+		d.start(n.name)
+	}
+	// Milestone for a script: every node of the shard registered.
+	var registered atomic.Int64
+	for _, n := range sn {
+		wg.Go(func() {
+			select {
+			case <-n.agent.Node().Registered():
+			case <-ctx.Done():
+				return
+			}
+			if n.podCIDR.IsValid() {
+				setPodCIDR(ctx, cs, n, log)
+			}
+			if registered.Add(1) == int64(len(sn)) {
+				log.Info("All nodes registered", "nodes", len(sn), "after", time.Since(began).Round(time.Millisecond))
+			}
+		})
+	}
+	<-ctx.Done()
+	log.Info("Stopping", "nodes", len(sn))
+	return nil
+}
+
+// newSimNode builds node k's agent on a runtime of its own; it is the
+// i-th of its shard.
+func newSimNode(o *options, i, k int, cs kubernetes.Interface, nodeClient node.NodeClient, leases node.LeaseClient,
+	rec func(i int, node string) record.EventRecorder, clk agent.Clock, log logr.Logger) (*simNode, error) {
+	name := nodeName(o.prefix, k, o.nodes)
+	n := &simNode{name: name}
+	nlog := log.WithName(name)
+	rc := fake.Config{Clock: clk, PodBehavior: sim.AnnotationBehavior, Log: nlog.WithName("fake").V(2)}
+	if o.podCIDR.IsValid() {
+		n.podCIDR = nthBlock(o.podCIDR, o.nodeCIDRSize, k)
+		rc.PodCIDR = n.podCIDR.String()
+	}
+	ac := agent.Config{
+		NodeName: name,
+		Sources:  []string{podutil.ApiserverSource},
+		StatusClient: func(ns string) status.PodClient {
+			return cs.CoreV1().Pods(ns)
+		},
+		NodeIPs: []string{nthHost(o.nodeIPCIDR, k).String()},
+		Node: &node.Config{
+			Nodes:          nodeClient,
+			Leases:         leases,
+			Labels:         o.labels,
+			Capacity:       o.capacity,
+			MaxPods:        o.maxPods,
+			KubeletVersion: kubeletVersion,
+			KubeletPort:    node.NoKubeletPort,
+		},
+		MaxPods: o.maxPods,
+		Clock:   clk,
+		Log:     nlog.V(1),
+	}
+	if rec != nil {
+		r := rec(i, name)
+		rc.Recorder, ac.Recorder = r, r
+	}
+	rt, err := fake.New(rc)
+	if err != nil {
+		return nil, err
+	}
+	ac.Runtime = rt
+	if n.agent, err = agent.New(ac); err != nil {
+		return nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	return n, nil
+}
+
+// setPodCIDR sets the registered Node's spec.podCIDR(s), which the
+// kubelet leaves to kube-controller-manager's node IPAM (or kubeadm):
+// here the range is the node's by its number. A Node that has one keeps
+// it.
+func setPodCIDR(ctx context.Context, cs kubernetes.Interface, n *simNode, log logr.Logger) {
+	if cur := n.agent.Node().Node(); cur != nil && cur.Spec.PodCIDR != "" {
+		return
+	}
+	cidr := n.podCIDR.String()
+	patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, cidr, cidr)
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, n.name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && ctx.Err() == nil {
+		log.Error(err, "Setting the pod CIDR failed", "node", n.name, "podCIDR", cidr)
+	}
+}
+
+// cachedNodes is the Nodes client the node controllers get: a read from
+// the apiserver's cache (resourceVersion "0", each controller's read
+// before a status computation when its Node is not fresh) is answered
+// from the process's Node informer instead, which is as current. It is
+// not a node.NodeWatcher on purpose: a watch per node is what the shared
+// informer replaces.
+type cachedNodes struct {
+	api    typedcorev1.NodeInterface
+	lister listerscorev1.NodeLister
+}
+
+var _ node.NodeClient = (*cachedNodes)(nil)
+
+func (c *cachedNodes) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error) {
+	if opts.ResourceVersion == "0" {
+		if n, err := c.lister.Get(name); err == nil {
+			return n.DeepCopy(), nil
+		}
+	}
+	return c.api.Get(ctx, name, opts)
+}
+
+func (c *cachedNodes) Create(ctx context.Context, n *v1.Node, opts metav1.CreateOptions) (*v1.Node, error) {
+	return c.api.Create(ctx, n, opts)
+}
+
+func (c *cachedNodes) Update(ctx context.Context, n *v1.Node, opts metav1.UpdateOptions) (*v1.Node, error) {
+	return c.api.Update(ctx, n, opts)
+}
+
+func (c *cachedNodes) UpdateStatus(ctx context.Context, n *v1.Node, opts metav1.UpdateOptions) (*v1.Node, error) {
+	return c.api.UpdateStatus(ctx, n, opts)
+}
+
+func dropManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}

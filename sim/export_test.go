@@ -1,4 +1,0 @@
-package sim
-
-// AnnotationBehavior exposes annotationBehavior to the external tests.
-var AnnotationBehavior = annotationBehavior
