@@ -88,6 +88,12 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 		a.metrics.syncResult(pod, &res)
 	}
 	a.reasons.Update(pod.UID, res)
+	if a.evented == nil && startedContainers(res) {
+		// The relist that sees the start comes now rather than up to
+		// RelistPeriod later: the Running status is written that much
+		// sooner (an evented PLEG streams the start instead).
+		a.pleg.RequestRelist()
+	}
 	err = res.Error()
 	if err == nil {
 		return false, nil
@@ -107,6 +113,26 @@ func (a *Agent) setStatus(pod *v1.Pod, st v1.PodStatus) {
 		a.metrics.statusChanged(pod, old, &st, a.cfg.Clock.Now())
 	}
 	a.status.SetPodStatus(pod, st)
+}
+
+// relistForWaiter asks for a relist when a pod worker waits for status
+// newer than its last sync, which the periodic relist would give up to
+// RelistPeriod later (the kubelet's wait). An evented PLEG declares the
+// cache current on its own.
+func (a *Agent) relistForWaiter() {
+	if a.evented == nil && a.pleg != nil {
+		a.pleg.RequestRelist()
+	}
+}
+
+// startedContainers reports whether res started a container.
+func startedContainers(res runtime.PodSyncResult) bool {
+	for _, r := range res.SyncResults {
+		if r.Error == nil && (r.Action == runtime.StartContainer || r.Action == runtime.InitContainer) {
+			return true
+		}
+	}
+	return false
 }
 
 // onlyBackOff reports whether every failed step of res is a back-off.
