@@ -132,7 +132,7 @@ import_images
 control_plane
 
 (cd "$repo/bench" && go build -o "$RUN/nodebench" ./nodebench)
-start criproxy "$RUN/nodebench" proxy -listen "$RUN/cri.sock" -upstream "${CRI#unix://}" -counts "$RUN/cri-counts.sock"
+start criproxy "$RUN/nodebench" proxy -listen "$RUN/cri.sock" -upstream "${CRI#unix://}" -counts "$RUN/cri-counts.sock" ${NODEBENCH_CRI_TRACE:+-trace "$OUT/cri-trace"}
 wait_for "the CRI proxy" 30 test -S "$RUN/cri-counts.sock"
 CRI=unix://$RUN/cri.sock
 
@@ -177,7 +177,7 @@ run_agent() { # AGENT ROUND
 		"$RUN/nodebench" run -kubeconfig "$RUN/kubeconfig" -node "$NODE_NAME" -agent "$agent" -round "$round" \
 			-scenario "$sc" ${dur:+-duration "$dur"} ${pods:+-pods "$pods"} -pid "$(cat "$RUN/node.pid")" \
 			-cri-counts "$RUN/cri-counts.sock" -audit-log "$RUN/audit.log" -audit-user "system:node:$NODE_NAME" \
-			-image "$IMG_BUSYBOX" -out "$OUT" || {
+			-image "$IMG_BUSYBOX" -out "$OUT" ${NODEBENCH_CRI_TRACE:+-timeline} || {
 			cp "$RUN/node.log" "$OUT/$round-$agent.node.log" 2>/dev/null || true
 			die "$sc on $agent failed (node log in $OUT/$round-$agent.node.log)"
 		}

@@ -45,13 +45,14 @@ func mainErr(args []string) error {
 		listen := fs.String("listen", "", "the proxy's CRI socket")
 		upstream := fs.String("upstream", "", "containerd's CRI socket")
 		counts := fs.String("counts", "", "socket serving the counts as JSON over HTTP")
+		trace := fs.String("trace", "", "file to write each call's method, start and duration to")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		if *listen == "" || *upstream == "" || *counts == "" {
 			return errors.New("proxy: -listen, -upstream and -counts are required")
 		}
-		return runProxy(ctx, *listen, *upstream, *counts)
+		return runProxy(ctx, *listen, *upstream, *counts, *trace)
 	case "run":
 		return runScenario(ctx, args[1:])
 	case "report":
@@ -104,6 +105,7 @@ func runScenario(ctx context.Context, args []string) error {
 	ns := fs.String("namespace", "nodebench", "the pods' namespace")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long a wait for pods may take")
 	out := fs.String("out", ".", "directory for the result (ROUND-AGENT-SCENARIO.json)")
+	timeline := fs.Bool("timeline", false, "also write each pod's created, scheduled, running and deleted instants (Unix ns) to ROUND-AGENT-SCENARIO.pods")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -193,6 +195,11 @@ func runScenario(ctx context.Context, args []string) error {
 		}
 	}
 	r.Startup, r.SLI = percentiles(startup), percentiles(sli)
+	if *timeline {
+		if err := writeTimeline(filepath.Join(*out, fmt.Sprintf("%d-%s-%s.pods", *round, *agent, *scenario)), ph.pods, t); err != nil {
+			return err
+		}
+	}
 	if r.CPUSec, r.PeakRSS, r.SteadyRSS, err = smp.usage(ph.windowStart, ph.windowEnd); err != nil {
 		return fmt.Errorf("agent pid %d: %w", *pid, err)
 	}
@@ -232,4 +239,21 @@ func ensureNamespace(ctx context.Context, cs kubernetes.Interface, ns string) er
 		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
+}
+
+// writeTimeline writes a line per pod: name, then the instants it was
+// created, seen scheduled, seen Running and seen deleted (Unix ns, 0 if
+// never), to line up with the CRI proxy's trace.
+func writeTimeline(path string, names []string, t *tracker) error {
+	var b []byte
+	ns := func(at time.Time) int64 {
+		if at.IsZero() {
+			return 0
+		}
+		return at.UnixNano()
+	}
+	for i, p := range t.copyOf(names) {
+		b = fmt.Appendf(b, "%s %d %d %d %d\n", names[i], ns(p.created), ns(p.scheduled), ns(p.running), ns(p.deleted))
+	}
+	return os.WriteFile(path, b, 0o644)
 }

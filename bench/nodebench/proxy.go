@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -70,7 +72,20 @@ func (c *counter) snapshot() map[string]int64 {
 // upstream unchanged, and the counts as JSON over HTTP on countsSocket. A
 // proxy counts what any agent calls, the kubelet's or nodekit's, the same
 // way, for one extra local hop per call that both pay alike.
-func runProxy(ctx context.Context, listen, upstream, countsSocket string) error {
+//
+// With trace set, each call's method, start and duration (Unix ns) are
+// written there, a line each, to see where an agent's time goes.
+func runProxy(ctx context.Context, listen, upstream, countsSocket, trace string) error {
+	var tw *traceWriter
+	if trace != "" {
+		f, err := os.Create(trace)
+		if err != nil {
+			return fmt.Errorf("proxy: %w", err)
+		}
+		defer f.Close()
+		tw = &traceWriter{w: bufio.NewWriter(f)}
+		defer tw.flush()
+	}
 	conn, err := grpc.NewClient("unix://"+upstream,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}), grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
@@ -85,6 +100,10 @@ func runProxy(ctx context.Context, listen, upstream, countsSocket string) error 
 			return errors.New("proxy: no method")
 		}
 		c.add(method)
+		if tw != nil {
+			start := time.Now()
+			defer func() { tw.write(method, start, time.Since(start)) }()
+		}
 		sctx := ss.Context()
 		md, _ := metadata.FromIncomingContext(sctx)
 		cctx, cancel := context.WithCancel(metadata.NewOutgoingContext(sctx, md))
@@ -165,6 +184,23 @@ func runProxy(ctx context.Context, listen, upstream, countsSocket string) error 
 	srv.Stop()
 	_ = hs.Close()
 	return err
+}
+
+type traceWriter struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+func (t *traceWriter) write(method string, start time.Time, d time.Duration) {
+	t.mu.Lock()
+	fmt.Fprintf(t.w, "%s %d %d\n", method, start.UnixNano(), d.Nanoseconds())
+	t.mu.Unlock()
+}
+
+func (t *traceWriter) flush() {
+	t.mu.Lock()
+	_ = t.w.Flush()
+	t.mu.Unlock()
 }
 
 // criCounts reads a proxy's counts from its HTTP socket.
