@@ -13,6 +13,7 @@
 #   bash bench/node.sh                     # 3 rounds, the durations above
 #   bash bench/node.sh -rounds 1 -churn 1m -rest 2m -crashloop 1m
 #   bash bench/node.sh -agents kubenode -scenarios burst   # one agent, one scenario
+#   bash bench/node.sh -churn-rate 1       # churn at 1 pod a second (default 5)
 #   bash bench/node.sh -doc                # also rewrite docs/performance.md's section
 #
 # Per scenario and agent: creation → Running as seen by a watch (p50, p90,
@@ -43,6 +44,7 @@ ROUNDS=3
 AGENTS="kubenode,kubelet"
 SCENARIOS="burst,churn,rest,crashloop"
 CHURN=5m
+CHURN_RATE=5
 REST=10m
 CRASHLOOP=3m
 BURST_PODS=110
@@ -54,6 +56,7 @@ while [ $# -gt 0 ]; do
 	-agents) AGENTS=$2; shift 2 ;;
 	-scenarios) SCENARIOS=$2; shift 2 ;;
 	-churn) CHURN=$2; shift 2 ;;
+	-churn-rate) CHURN_RATE=$2; shift 2 ;;
 	-rest) REST=$2; shift 2 ;;
 	-crashloop) CRASHLOOP=$2; shift 2 ;;
 	-burst-pods) BURST_PODS=$2; shift 2 ;;
@@ -63,7 +66,7 @@ while [ $# -gt 0 ]; do
 	*) die "unknown argument $1 (see -h)" ;;
 	esac
 done
-COMMAND="bash bench/node.sh -rounds $ROUNDS -agents $AGENTS -scenarios $SCENARIOS -churn $CHURN -rest $REST -crashloop $CRASHLOOP -burst-pods $BURST_PODS"
+COMMAND="bash bench/node.sh -rounds $ROUNDS -agents $AGENTS -scenarios $SCENARIOS -churn $CHURN -churn-rate $CHURN_RATE -rest $REST -crashloop $CRASHLOOP -burst-pods $BURST_PODS"
 
 [ "$(id -u)" = 0 ] || die "must run as root"
 if [ -n "${NODEBENCH_NO_BUILD:-}" ]; then
@@ -145,11 +148,15 @@ CRI=unix://$RUN/cri.sock
 	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/meta"
 
+# stop_node stops the agent and deletes its Node, so that the next start
+# is timed from registration, not from a Node still Ready from the last.
 stop_node() {
 	local pid; pid=$(cat "$RUN/node.pid")
 	kill "$pid" 2>/dev/null || true
-	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	kill -9 "$pid" 2>/dev/null || true
+	curl -sf -X DELETE --cacert "$RUN/certs/ca.crt" -H "Authorization: Bearer $TOKEN" \
+		"https://127.0.0.1:$APISERVER_PORT/api/v1/nodes/$NODE_NAME" >/dev/null || log "could not delete Node $NODE_NAME"
 }
 
 run_agent() { # AGENT ROUND
@@ -172,10 +179,11 @@ run_agent() { # AGENT ROUND
 		rest) dur=$REST ;;
 		crashloop) dur=$CRASHLOOP ;;
 		esac
-		local pods=""
+		local pods="" rate=""
 		[ "$sc" = burst ] && pods=$BURST_PODS
+		[ "$sc" = churn ] && rate=$CHURN_RATE
 		"$RUN/nodebench" run -kubeconfig "$RUN/kubeconfig" -node "$NODE_NAME" -agent "$agent" -round "$round" \
-			-scenario "$sc" ${dur:+-duration "$dur"} ${pods:+-pods "$pods"} -pid "$(cat "$RUN/node.pid")" \
+			-scenario "$sc" ${dur:+-duration "$dur"} ${pods:+-pods "$pods"} ${rate:+-rate "$rate"} -pid "$(cat "$RUN/node.pid")" \
 			-cri-counts "$RUN/cri-counts.sock" -audit-log "$RUN/audit.log" -audit-user "system:node:$NODE_NAME" \
 			-image "$IMG_BUSYBOX" -out "$OUT" ${NODEBENCH_CRI_TRACE:+-timeline} || {
 			cp "$RUN/node.log" "$OUT/$round-$agent.node.log" 2>/dev/null || true
