@@ -100,7 +100,6 @@ func New(c Config) (*Agent, error) {
 		runtime: runtimestate.State{DownAfter: c.RuntimeDownAfter},
 		cfg:     c,
 		log:     c.Log,
-		cache:   runtime.NewCache(),
 		pods:    podmanager.New(),
 		reasons: status.NewReasonCache(),
 		backoff: runtime.NewBackoff(c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, 0, c.Clock),
@@ -108,6 +107,7 @@ func New(c Config) (*Agent, error) {
 		extra:   map[string]chan podconfig.PodUpdate{},
 		secrets: newSecretCache(&c),
 	}
+	a.cache = runtime.NewCacheWithOnWait(a.relistForWaiter)
 	for _, s := range c.Sources {
 		if _, dup := a.extra[s]; dup || s == "" {
 			return nil, fmt.Errorf("%w: source %q empty or repeated", ErrInvalidConfig, s)

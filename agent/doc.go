@@ -15,7 +15,12 @@
 // RelistPeriod (at most 2s) all the same, since a CRI runtime may drop
 // events and only a relist declares the cache current (the kubelet relists
 // every 5 minutes and has kubernetes/kubernetes#123087 for it; a status
-// owner, whose stream drops nothing, relists every StreamingRelistPeriod). status keeps the API statuses and, when a client is
+// owner, whose stream drops nothing, relists every StreamingRelistPeriod).
+// Without a stream, the agent asks the PLEG for a relist at once
+// (pleg.GenericPLEG.RequestRelist) after it starts containers and when a
+// pod worker waits for status newer than its last sync (through
+// runtime.NewCacheWithOnWait), so a pod's Running status and a deleted
+// pod's kill do not wait out the relist period as the kubelet's do. status keeps the API statuses and, when a client is
 // configured, syncs them and the mirror pods of static pods to the
 // apiserver.
 //

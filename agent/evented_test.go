@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/runtime"
@@ -148,4 +150,34 @@ func TestEventedPLEGStartsEachContainerOnce(t *testing.T) {
 	// Syncs that act on stale status would start more containers now.
 	time.Sleep(time.Second)
 	require.Equal(t, n, srv.CallCounts()["CreateContainer"], "containers created for %d pods", n)
+}
+
+// Without an event stream, the start of a pod's containers reaches its
+// status through the relist the agent asks for, not the next periodic one
+// (an hour away here; the kubelet's, up to 1s).
+func TestStartedContainersAreRelistedAtOnce(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	c := fastConfig(rt)
+	c.RelistPeriod, c.SyncFrequency = time.Hour, time.Hour
+	r := start(t, c)
+	pod := newPod("relisted-at-once", v1.RestartPolicyAlways, "app")
+	r.set(pod)
+	waitFor(t, "pod running", func() bool { return r.phase(pod.UID) == v1.PodRunning })
+}
+
+// A pod deleted soon after its last sync is killed after the relist its
+// waiting worker asks for, not the next periodic one (an hour away here).
+func TestDeletedPodIsKilledWithoutWaitingForThePeriodicRelist(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	c := fastConfig(rt)
+	c.RelistPeriod, c.SyncFrequency = time.Hour, time.Hour
+	r := start(t, c)
+	pod := newPod("deleted-at-once", v1.RestartPolicyAlways, "app")
+	r.set(pod)
+	waitFor(t, "pod running", func() bool { return r.phase(pod.UID) == v1.PodRunning })
+	deleting := pod.DeepCopy()
+	now := metav1.Now()
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, ptr.To[int64](1)
+	r.set(deleting)
+	waitFor(t, "containers stopped", func() bool { return runningContainers(t, rt, pod.UID) == 0 })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -88,14 +89,27 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 		a.metrics.syncResult(pod, &res)
 	}
 	a.reasons.Update(pod.UID, res)
+	if a.evented == nil && startedContainers(res) {
+		// The relist that sees the start comes now rather than up to
+		// RelistPeriod later: the Running status is written that much
+		// sooner (an evented PLEG streams the start instead).
+		a.pleg.RequestRelist()
+	}
 	err = res.Error()
 	if err == nil {
 		return false, nil
 	}
 	if onlyBackOff(res) {
-		// Containers wait out their back-off: look again soon rather than
-		// after the long error back-off, so restarts keep their rhythm.
-		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
+		// Containers wait out their back-off: look again when the first
+		// crash-loop back-off ends (an image pull back-off does not say:
+		// soon), rather than after the long error back-off, so restarts
+		// keep their rhythm, and not every second meanwhile, each sync a
+		// BackOff event (an apiserver write).
+		err = fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
+		if left, ok := backOffLeft(res); ok {
+			return false, podworkers.RetryAfter(err, left)
+		}
+		return false, err
 	}
 	return false, err
 }
@@ -107,6 +121,45 @@ func (a *Agent) setStatus(pod *v1.Pod, st v1.PodStatus) {
 		a.metrics.statusChanged(pod, old, &st, a.cfg.Clock.Now())
 	}
 	a.status.SetPodStatus(pod, st)
+}
+
+// relistForWaiter asks for a relist when a pod worker waits for status
+// newer than its last sync, which the periodic relist would give up to
+// RelistPeriod later (the kubelet's wait). An evented PLEG declares the
+// cache current on its own.
+func (a *Agent) relistForWaiter() {
+	if a.evented == nil && a.pleg != nil {
+		a.pleg.RequestRelist()
+	}
+}
+
+// startedContainers reports whether res started a container.
+func startedContainers(res runtime.PodSyncResult) bool {
+	for _, r := range res.SyncResults {
+		if r.Error == nil && (r.Action == runtime.StartContainer || r.Action == runtime.InitContainer) {
+			return true
+		}
+	}
+	return false
+}
+
+// backOffLeft is the least wait left of res's crash-loop back-offs, false
+// if a failed step does not say (an image pull back-off).
+func backOffLeft(res runtime.PodSyncResult) (time.Duration, bool) {
+	least, ok := time.Duration(0), false
+	for _, r := range res.SyncResults {
+		if r.Error == nil {
+			continue
+		}
+		left, says := runtime.BackOffRemaining(r.Error)
+		if !says {
+			return 0, false
+		}
+		if !ok || left < least {
+			least, ok = left, true
+		}
+	}
+	return least, ok
 }
 
 // onlyBackOff reports whether every failed step of res is a back-off.

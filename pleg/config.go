@@ -31,6 +31,7 @@ const (
 	DefaultEventChannelCapacity = 1000
 	DefaultInspectParallelism   = 8
 	DefaultInspectTimeout       = time.Minute
+	DefaultMinRelistInterval    = 100 * time.Millisecond
 )
 
 var (
@@ -66,6 +67,11 @@ type Config struct {
 	// each after 1 ms stays serial), or when one has not returned after
 	// 1 ms; so fast in-memory runtimes never pay for goroutines.
 	InspectParallelism int
+	// MinRelistInterval is the least pause between the end of one relist
+	// and the start of one RequestRelist asked for, so that requests made
+	// while many containers start coalesce into a few relists. Default
+	// 100ms.
+	MinRelistInterval time.Duration
 	// InspectTimeout bounds one GetPodStatus call. A pod that times out gets
 	// no events and is inspected again next relist. Default 1m, so that two
 	// rounds of hung inspections still fit in the default health threshold.
@@ -138,6 +144,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"RelistPeriod", &c.RelistPeriod, DefaultRelistPeriod},
 		{"RelistThreshold", &c.RelistThreshold, DefaultRelistThreshold},
 		{"InspectTimeout", &c.InspectTimeout, DefaultInspectTimeout},
+		{"MinRelistInterval", &c.MinRelistInterval, DefaultMinRelistInterval},
 	} {
 		if *f.v < 0 {
 			return c, fmt.Errorf("pleg: %s %v is negative: %w", f.name, *f.v, runtime.ErrInvalidConfig)

@@ -29,7 +29,12 @@
 // each GetPodStatus bounded by InspectTimeout, so neither many changed pods
 // nor one hung call stall the relist; a pod's events go out as soon as that
 // pod is inspected. The relist period and threshold can be changed while
-// running (SetRelistDuration). Config.OnRelist receives per-relist figures
+// running (SetRelistDuration). RequestRelist asks for a relist
+// MinRelistInterval (100ms) after the last one rather than a period after,
+// coalescing requests: the agent asks when it has started containers and
+// when a pod worker waits for status newer than its last sync (a deletion,
+// a spec change), which the kubelet leaves to the next periodic relist (up
+// to 1s). Config.OnRelist receives per-relist figures
 // (duration, pods and containers by state, events by type, dropped events).
 //
 // Metrics: given a prometheus.Registerer (Config.Registerer,

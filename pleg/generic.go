@@ -44,6 +44,10 @@ type GenericPLEG struct {
 	incomplete    atomic.Bool  // the last relist failed or left pods to reinspect
 	periodChanged chan struct{}
 	running       atomic.Bool
+	// requested: a relist was asked for (RequestRelist) since the last one
+	// began; Run relists once minInterval has passed since the last ended.
+	requested   atomic.Bool
+	minInterval time.Duration
 
 	// lastMu guards lastRelist, the start of the last relist whose GetPods
 	// succeeded.
@@ -106,6 +110,7 @@ func New(c Config) (*GenericPLEG, error) {
 		log:            c.Log.WithName("pleg"),
 		onRelist:       c.OnRelist,
 		parallelism:    c.InspectParallelism,
+		minInterval:    c.MinRelistInterval,
 		inspectTimeout: c.InspectTimeout,
 		events:         make(chan PodLifecycleEvent, c.EventChannelCapacity),
 		periodChanged:  make(chan struct{}, 1),
@@ -146,12 +151,29 @@ func (g *GenericPLEG) wake() {
 	}
 }
 
+// RequestRelist asks Run for a relist soon: MinRelistInterval after the
+// last relist ended rather than a whole period after. Requests made before
+// that relist begins are served by it; one made while it runs gets another.
+// The agent asks after it started containers, so that their start reaches
+// the cache, the pod workers and the API status at once rather than up to a
+// relist period later, which is where the kubelet leaves it (an evented
+// PLEG's stream carries the start as it happens). Without Run it does
+// nothing.
+func (g *GenericPLEG) RequestRelist() {
+	g.requested.Store(true)
+	g.wake()
+}
+
 // nextPeriod is the wait between relists: the period, or the retry period
-// if shorter and the last relist was incomplete.
+// if shorter and the last relist was incomplete, or the minimum interval if
+// a relist was requested.
 func (g *GenericPLEG) nextPeriod() time.Duration {
 	d := time.Duration(g.period.Load())
 	if r := time.Duration(g.retryPeriod.Load()); r > 0 && g.incomplete.Load() {
-		return min(d, r)
+		d = min(d, r)
+	}
+	if g.requested.Load() {
+		d = min(d, g.minInterval)
 	}
 	return d
 }
@@ -183,7 +205,8 @@ func (g *GenericPLEG) Run(ctx context.Context) error {
 	}
 	defer g.running.Store(false)
 	for ctx.Err() == nil {
-		_ = g.Relist(ctx) // logged and reported by relist
+		g.requested.Store(false) // this relist serves what was asked so far
+		_ = g.Relist(ctx)        // logged and reported by relist
 		end := g.clock.Now()
 		for {
 			d := g.nextPeriod() - g.clock.Since(end)

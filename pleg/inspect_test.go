@@ -286,6 +286,42 @@ func TestShorterRelistPeriodAppliesWhileRunning(t *testing.T) {
 	assert.NoError(t, recv(t, done, "Start to return"))
 }
 
+func TestRequestedRelistComesAfterTheMinimumIntervalNotThePeriod(t *testing.T) {
+	lists := make(chan struct{}, 100)
+	tp := newTestPLEG(t, func(c *Config) {
+		c.RelistPeriod = time.Hour
+		c.MinRelistInterval = 100 * time.Millisecond
+		c.OnRelist = func(RelistStats) { lists <- struct{}{} }
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tp.Run(ctx) }()
+	recv(t, lists, "the relist at start")
+	noRelist := func(why string) {
+		t.Helper()
+		select {
+		case <-lists:
+			t.Fatal(why)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	tp.RequestRelist()
+	tp.RequestRelist() // coalesced with the first
+	require.Eventually(t, tp.clock.HasWaiters, guard, time.Millisecond)
+	tp.clock.Step(99 * time.Millisecond)
+	noRelist("relisted before the minimum interval passed")
+	tp.clock.Step(time.Millisecond)
+	recv(t, lists, "the requested relist once the minimum interval passed")
+
+	// Both requests were served: the next relist is a period away again.
+	require.Eventually(t, tp.clock.HasWaiters, guard, time.Millisecond)
+	tp.clock.Step(time.Second)
+	noRelist("relisted again without a request")
+	cancel()
+	assert.NoError(t, recv(t, done, "Run to return"))
+}
+
 func TestNewValidatesAndDefaults(t *testing.T) {
 	lister, cache := &scriptedLister{}, runtime.NewCache()
 	for _, tc := range []struct {
@@ -299,6 +335,7 @@ func TestNewValidatesAndDefaults(t *testing.T) {
 		{"negative channel capacity", func(c *Config) { c.EventChannelCapacity = -1 }},
 		{"negative parallelism", func(c *Config) { c.InspectParallelism = -1 }},
 		{"negative inspection timeout", func(c *Config) { c.InspectTimeout = -1 }},
+		{"negative minimum relist interval", func(c *Config) { c.MinRelistInterval = -1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Config{Runtime: lister, Cache: cache}
@@ -315,6 +352,7 @@ func TestNewValidatesAndDefaults(t *testing.T) {
 	assert.Equal(t, DefaultEventChannelCapacity, cap(g.events))
 	assert.Equal(t, DefaultInspectParallelism, g.parallelism)
 	assert.Equal(t, DefaultInspectTimeout, g.inspectTimeout)
+	assert.Equal(t, DefaultMinRelistInterval, g.minInterval)
 	assert.NotNil(t, g.clock)
 
 	assert.ErrorIs(t, g.SetRelistDuration(0, time.Minute), runtime.ErrInvalidConfig)

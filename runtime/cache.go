@@ -50,13 +50,26 @@ type cache struct {
 	timestamp time.Time
 	// waiters holds the blocked GetNewerThan calls per pod.
 	waiters map[types.UID][]*cacheWaiter
+	// onWait, if set, is called when a GetNewerThan starts to wait.
+	onWait func()
 }
 
 // NewCache returns an empty, concurrency-safe Cache.
 func NewCache() Cache {
+	return NewCacheWithOnWait(nil)
+}
+
+// NewCacheWithOnWait is NewCache whose GetNewerThan calls onWait (if not
+// nil, without the cache's lock) each time it has to wait for newer data:
+// the agent asks its PLEG for a relist there, so a pod worker that syncs
+// again soon after its last sync (the pod was deleted, its spec changed)
+// waits for that relist rather than for the next periodic one. onWait must
+// not block.
+func NewCacheWithOnWait(onWait func()) Cache {
 	return &cache{
 		pods:    make(map[types.UID]cacheEntry),
 		waiters: make(map[types.UID][]*cacheWaiter),
+		onWait:  onWait,
 	}
 }
 
@@ -96,6 +109,9 @@ func (c *cache) GetNewerThan(ctx context.Context, uid types.UID, minTime time.Ti
 	w := &cacheWaiter{minTime: minTime, ch: make(chan cacheEntry, 1)}
 	c.waiters[uid] = append(c.waiters[uid], w)
 	c.mu.Unlock()
+	if c.onWait != nil {
+		c.onWait()
+	}
 
 	select {
 	case e := <-w.ch:

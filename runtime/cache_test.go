@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -116,6 +117,23 @@ func TestCacheGetNewerThanDoesNotReturnDataNotNewer(t *testing.T) {
 			assert.Zero(t, waiterCount(c), "a canceled call leaves no waiter behind")
 		})
 	}
+}
+
+func TestCacheCallsOnWaitOnlyWhenGetNewerThanWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var waits atomic.Int32
+		c := NewCacheWithOnWait(func() { waits.Add(1) })
+		c.Set("a", &PodStatus{ID: "a"}, nil, t0.Add(time.Second))
+		_, err := c.GetNewerThan(context.Background(), "a", t0)
+		require.NoError(t, err)
+		assert.Zero(t, waits.Load(), "fresh data: no wait")
+
+		got := startGet(context.Background(), c, "a", t0.Add(time.Second))
+		synctest.Wait()
+		assert.Equal(t, int32(1), waits.Load(), "stale data: the call waits and says so")
+		c.UpdateTime(t0.Add(2 * time.Second))
+		require.NoError(t, (<-got).err)
+	})
 }
 
 func TestCacheGetNewerThanWakes(t *testing.T) {

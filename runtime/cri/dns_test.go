@@ -102,3 +102,28 @@ func TestRealClusterFirstPodGetsTheClusterResolvConf(t *testing.T) {
 		})
 	}
 }
+
+// The sandbox's config (and so its DNS, whose MissingClusterDNS events are
+// apiserver writes) is made only when a sandbox is created or a container
+// starts: not on a sync with nothing to start, nor on one that finds its
+// container in back-off.
+func TestSandboxConfigIsMadeOnlyToStartSomething(t *testing.T) {
+	calls := 0
+	e := newFakeEnv(t, func(c *cri.Config) {
+		c.DNS = dnsFunc(func(*v1.Pod) (*runtimeapi.DNSConfig, error) { calls++; return &runtimeapi.DNSConfig{}, nil })
+	})
+	pod := newPod("dnslazy", "busybox:1")
+	require.NoError(t, e.sync(t, pod, nil).Error())
+	require.Equal(t, 1, calls, "the new sandbox's config")
+	require.NoError(t, e.sync(t, pod, nil).Error())
+	require.Equal(t, 1, calls, "nothing to start")
+
+	crash := newPod("dnsbackoff", "busybox:1")
+	e.srv.SetBehavior("main", fakecri.Behavior{ExitOnStart: true, ExitCode: 1})
+	b := runtime.NewBackoff(10*time.Second, time.Minute, 0, e.clock)
+	require.NoError(t, e.sync(t, crash, b).Error())
+	require.NoError(t, e.sync(t, crash, b).Error(), "the first restart is not held back")
+	calls = 0
+	require.ErrorIs(t, e.sync(t, crash, b).Error(), runtime.ErrCrashLoopBackOff)
+	require.Zero(t, calls, "the restart is held back: nothing starts")
+}

@@ -33,8 +33,11 @@
 //     pods the policy's PodState lets go: deleted or evicted ones);
 //   - image pulls: pull policy, QPS and burst, serialized or bounded-parallel
 //     pulls, pull back-off, credentials from image pull secrets;
-//   - sandbox and container configs from the pod spec, the sandbox's DNS
-//     from Config.DNS (the kubelet's dnsPolicy handling, package dns), its
+//   - sandbox and container configs from the pod spec (the sandbox's made
+//     only when a sandbox is created or a container is about to start, not
+//     on a sync that starts nothing or finds its containers in back-off,
+//     so Config.DNS's MissingClusterDNS events are not repeated on every
+//     resync), the sandbox's DNS from Config.DNS (the kubelet's dnsPolicy handling, package dns), its
 //     hostname as the kubelet's (spec.hostnameOverride, else spec.hostname
 //     or the pod's name, cut to 63 characters; the FQDN
 //     <hostname>.<subdomain>.<namespace>.svc.<cluster domain> with

@@ -2,9 +2,11 @@ package cri
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podutil"
 	"github.com/nodekit/nodekit/runtime"
@@ -79,19 +81,34 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	if p.CreateSandbox {
 		defer m.creatingSandbox(pod.UID)() // its new cgroup is not an orphan
 	}
-	sandbox, err := m.sandboxConfig(pod, p.Attempt)
-	if err != nil {
-		// As the kubelet: a sandbox to create fails to be created, one that
-		// runs fails to be configured for the containers to start.
-		action, reason := runtime.ConfigPodSandbox, runtime.ErrConfigPodSandbox
-		if p.CreateSandbox {
-			action, reason = runtime.CreatePodSandbox, runtime.ErrCreatePodSandbox
+	// The sandbox's config (its DNS, with the MissingClusterDNS events,
+	// hostname, ports...) is made only when a sandbox is created or a
+	// container is about to start, as the kubelet's lazyStart: a sync that
+	// starts nothing, or only finds containers in back-off, makes none.
+	var sandbox *runtimeapi.PodSandboxConfig
+	configFailed := false
+	configure := func() bool {
+		if sandbox != nil || configFailed {
+			return !configFailed
 		}
-		res.NewStep(action, string(pod.UID)).Fail(fmt.Errorf("%w: %w", reason, err),
-			fmt.Sprintf("Failed to generate sandbox config for pod %q: %v", pod.Namespace+"/"+pod.Name, err))
-		return
+		var err error
+		if sandbox, err = m.sandboxConfig(pod, p.Attempt); err != nil {
+			// As the kubelet: a sandbox to create fails to be created, one
+			// that runs fails to be configured for the containers to start.
+			action, reason := runtime.ConfigPodSandbox, runtime.ErrConfigPodSandbox
+			if p.CreateSandbox {
+				action, reason = runtime.CreatePodSandbox, runtime.ErrCreatePodSandbox
+			}
+			res.NewStep(action, string(pod.UID)).Fail(fmt.Errorf("%w: %w", reason, err),
+				fmt.Sprintf("Failed to generate sandbox config for pod %q: %v", pod.Namespace+"/"+pod.Name, err))
+			configFailed = true
+		}
+		return !configFailed
 	}
 	if p.CreateSandbox {
+		if !configure() {
+			return
+		}
 		step := res.NewStep(runtime.CreatePodSandbox, string(pod.UID))
 		id, err := m.createSandbox(ctx, sandbox)
 		if err != nil {
@@ -106,13 +123,16 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	}
 	ips := &sandboxIPs{m: m, id: sandboxID, st: status}
 	start := func(action runtime.SyncAction, c *v1.Container, ctype string) error {
-		step := res.NewStep(action, c.Name)
 		if msg, err := runtime.CrashLoopBackOff(backoff, pod, c, status); err != nil {
-			step.Fail(err, msg)
+			res.NewStep(action, c.Name).Fail(err, msg)
 			m.recordContainer(pod, c.Name, "", v1.EventTypeWarning, runtime.EventBackOff,
 				"Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID)
 			return err
 		}
+		if !configure() {
+			return errNoSandboxConfig
+		}
+		step := res.NewStep(action, c.Name)
 		if msg, err := m.startContainer(ctx, sandboxID, sandbox, pod, c, ctype, status, ips, pullSecrets); err != nil {
 			step.Fail(err, msg)
 			m.log.V(1).Info("container start failed", "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "err", err)
@@ -122,18 +142,26 @@ func (m *Manager) execute(ctx context.Context, pod *v1.Pod, status *runtime.PodS
 	}
 	for _, i := range p.EphemeralContainersToStart {
 		c := v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		_ = start(runtime.StartContainer, &c, containerTypeEphemeral)
+		if err := start(runtime.StartContainer, &c, containerTypeEphemeral); errors.Is(err, errNoSandboxConfig) {
+			return
+		}
 	}
 	for _, i := range p.InitContainersToStart {
 		c := &pod.Spec.InitContainers[i]
 		if err := start(runtime.InitContainer, c, containerTypeInit); err != nil {
-			if podutil.IsRestartableInitContainer(c) {
+			if podutil.IsRestartableInitContainer(c) && !errors.Is(err, errNoSandboxConfig) {
 				continue
 			}
 			return
 		}
 	}
 	for _, i := range p.ContainersToStart {
-		_ = start(runtime.StartContainer, &pod.Spec.Containers[i], containerTypeRegular)
+		if err := start(runtime.StartContainer, &pod.Spec.Containers[i], containerTypeRegular); errors.Is(err, errNoSandboxConfig) {
+			return
+		}
 	}
 }
+
+// errNoSandboxConfig stops a sync's container starts once the sandbox's
+// config could not be made (recorded as its own step).
+var errNoSandboxConfig = errors.New("no sandbox config")
