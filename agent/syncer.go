@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -100,16 +99,9 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 		return false, nil
 	}
 	if onlyBackOff(res) {
-		// Containers wait out their back-off: look again when the first
-		// crash-loop back-off ends (an image pull back-off does not say:
-		// soon), rather than after the long error back-off, so restarts
-		// keep their rhythm, and not every second meanwhile, each sync a
-		// BackOff event (an apiserver write).
-		err = fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
-		if left, ok := backOffLeft(res); ok {
-			return false, podworkers.RetryAfter(err, left)
-		}
-		return false, err
+		// Containers wait out their back-off: look again soon rather than
+		// after the long error back-off, so restarts keep their rhythm.
+		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
 	}
 	return false, err
 }
@@ -141,25 +133,6 @@ func startedContainers(res runtime.PodSyncResult) bool {
 		}
 	}
 	return false
-}
-
-// backOffLeft is the least wait left of res's crash-loop back-offs, false
-// if a failed step does not say (an image pull back-off).
-func backOffLeft(res runtime.PodSyncResult) (time.Duration, bool) {
-	least, ok := time.Duration(0), false
-	for _, r := range res.SyncResults {
-		if r.Error == nil {
-			continue
-		}
-		left, says := runtime.BackOffRemaining(r.Error)
-		if !says {
-			return 0, false
-		}
-		if !ok || left < least {
-			least, ok = left, true
-		}
-	}
-	return least, ok
 }
 
 // onlyBackOff reports whether every failed step of res is a back-off.

@@ -167,8 +167,6 @@ func TestRequeueDelays(t *testing.T) {
 		{name: "a successful sync is due again after the resync interval plus jitter", min: time.Minute, max: 90 * time.Second},
 		{name: "a failed sync backs off", err: errors.New("boom"), min: 10 * time.Second, max: 15 * time.Second},
 		{name: "a transient failure retries sooner", err: fmt.Errorf("network not ready: %w", podworkers.ErrTransient), min: time.Second, max: 1500 * time.Millisecond},
-		{name: "a failure that says when to retry is due then, without jitter",
-			err: podworkers.RetryAfter(fmt.Errorf("back-off: %w", podworkers.ErrTransient), 7*time.Second), min: 7 * time.Second, max: 7 * time.Second},
 		{name: "a terminal pod moves on at once", terminal: true, min: 0, max: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

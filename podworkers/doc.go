@@ -34,9 +34,7 @@
 //
 // After each sync the pod is put in the ResyncQueue: after ResyncInterval (plus
 // jitter) on success, BackOff on error, TransientBackOff on an error wrapping
-// ErrTransient, exactly d after an error made by RetryAfter(err, d) (the
-// agent's for a container's crash-loop back-off: the pod is due when the
-// back-off ends), at once on a state change. The sync loop drains due pods
+// ErrTransient, at once on a state change. The sync loop drains due pods
 // from the Queue on its sync tick and syncs them again.
 //
 // Given a prometheus.Registerer (Config.Registerer), the workers keep the

@@ -874,14 +874,11 @@ func (p *PodWorkers) cleanupUnstartedPod(uid types.UID, status *podSyncStatus) {
 // completeWork queues the pod's next sync and reports whether another
 // update is pending for the worker; if none is, the worker stops.
 func (p *PodWorkers) completeWork(uid types.UID, lastSync time.Time, transition bool, err error) bool {
-	var ra *retryAfterError
 	switch {
 	case transition:
 		p.queue.Enqueue(uid, 0)
 	case err == nil:
 		p.queue.Enqueue(uid, p.jitter(p.resync, resyncJitterFactor))
-	case errors.As(err, &ra):
-		p.queue.Enqueue(uid, ra.after)
 	case errors.Is(err, ErrTransient):
 		p.queue.Enqueue(uid, p.jitter(p.transientBackOff, backOffJitterFactor))
 	default:

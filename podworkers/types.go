@@ -194,20 +194,3 @@ type ResyncQueue interface {
 	// Enqueue makes uid due after delay, replacing an earlier due time.
 	Enqueue(uid types.UID, delay time.Duration)
 }
-
-// RetryAfter wraps err so that the pod's next sync is due after d rather
-// than after Config.BackOff or TransientBackOff (an update or a PLEG event
-// still syncs it at once): a syncer that knows when what it waits for ends,
-// a container's crash-loop back-off, says so, and the pod is neither synced
-// for nothing meanwhile nor late. errors.Is and As see through it to err.
-func RetryAfter(err error, d time.Duration) error {
-	return &retryAfterError{err: err, after: max(0, d)}
-}
-
-type retryAfterError struct {
-	err   error
-	after time.Duration
-}
-
-func (e *retryAfterError) Error() string { return e.err.Error() }
-func (e *retryAfterError) Unwrap() error { return e.err }

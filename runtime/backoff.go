@@ -77,18 +77,6 @@ func (b *Backoff) IsInBackOffSince(key string, eventTime time.Time) bool {
 	return b.clock.Since(eventTime) < e.delay
 }
 
-// RemainingSince is how much of key's delay is left after a failure at
-// eventTime: 0 when IsInBackOffSince is false.
-func (b *Backoff) RemainingSince(key string, eventTime time.Time) time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e, ok := b.perEntry[key]
-	if !ok || b.expired(e, eventTime) {
-		return 0
-	}
-	return max(0, e.delay-b.clock.Since(eventTime))
-}
-
 // IsInBackOffSinceUpdate reports whether key's delay has not yet passed
 // between its last Next and eventTime. Image pulls use it with the current
 // time, as the kubelet's image manager does: a pull that failed is not

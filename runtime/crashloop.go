@@ -1,9 +1,7 @@
 package runtime
 
 import (
-	"errors"
 	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -23,7 +21,7 @@ import (
 //
 // Otherwise the restart is recorded (the next exit doubles the delay) and
 // it returns nil. A container that never exited, a nil b or a nil st never
-// wait. BackOffRemaining tells from the error how long the wait has left.
+// wait.
 func CrashLoopBackOff(b *Backoff, pod *v1.Pod, c *v1.Container, st *PodStatus) (string, error) {
 	if b == nil || st == nil {
 		return "", nil
@@ -39,30 +37,10 @@ func CrashLoopBackOff(b *Backoff, pod *v1.Pod, c *v1.Container, st *PodStatus) (
 		return "", nil
 	}
 	key := BackoffKey(pod, c)
-	if left := b.RemainingSince(key, last.FinishedAt); left > 0 {
+	if b.IsInBackOffSince(key, last.FinishedAt) {
 		msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", b.Get(key), c.Name, pod.Name, pod.Namespace, pod.UID)
-		return msg, &backOffError{err: fmt.Errorf("%w: %s", ErrCrashLoopBackOff, msg), left: left}
+		return msg, fmt.Errorf("%w: %s", ErrCrashLoopBackOff, msg)
 	}
 	b.Next(key, last.FinishedAt)
 	return "", nil
-}
-
-// backOffError is CrashLoopBackOff's refusal, with the wait it has left.
-type backOffError struct {
-	err  error
-	left time.Duration
-}
-
-func (e *backOffError) Error() string { return e.err.Error() }
-func (e *backOffError) Unwrap() error { return e.err }
-
-// BackOffRemaining returns how long the crash-loop back-off that err
-// (from CrashLoopBackOff, possibly wrapped) has left, and false for an
-// error that does not say.
-func BackOffRemaining(err error) (time.Duration, bool) {
-	var be *backOffError
-	if errors.As(err, &be) {
-		return be.left, true
-	}
-	return 0, false
 }
