@@ -250,6 +250,7 @@ func BenchmarkOnePodAtTheKubeletRelistPeriod(b *testing.B) {
 	}
 	c := benchConfig(rt, 110)
 	c.RelistPeriod = time.Second
+	c.RelistOnRequest = true
 	r := start(b, c)
 	var toRunning, toStopped time.Duration
 	b.ResetTimer()

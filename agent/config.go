@@ -118,6 +118,14 @@ type Config struct {
 	// RelistPeriod is the PLEG's relist period. Default 1s. With the
 	// evented PLEG it applies while the event stream is down.
 	RelistPeriod time.Duration
+	// RelistOnRequest has the relist PLEG relist at once (after
+	// pleg.Config.MinRelistInterval, coalesced) when the agent has started
+	// containers and when a pod worker waits for status newer than its
+	// last sync, so that a pod's Running status and a deleted pod's kill
+	// do not wait out RelistPeriod. Default false: the kubelet's timing
+	// (what sim reproduces to the second); examples/kubenode turns it on.
+	// No effect with EventedPLEG, whose stream brings the changes at once.
+	RelistOnRequest bool
 	// EventedPLEG turns the evented PLEG on, as the kubelet's EventedPLEG
 	// feature gate (off by default there too): when the Runtime streams
 	// container events (runtime.ContainerEventer: the CRI's

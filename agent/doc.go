@@ -16,7 +16,8 @@
 // events and only a relist declares the cache current (the kubelet relists
 // every 5 minutes and has kubernetes/kubernetes#123087 for it; a status
 // owner, whose stream drops nothing, relists every StreamingRelistPeriod).
-// Without a stream, the agent asks the PLEG for a relist at once
+// Without a stream and with Config.RelistOnRequest (off by default, for
+// the kubelet's timing), the agent asks the PLEG for a relist at once
 // (pleg.GenericPLEG.RequestRelist) after it starts containers and when a
 // pod worker waits for status newer than its last sync (through
 // runtime.NewCacheWithOnWait), so a pod's Running status and a deleted

@@ -159,6 +159,7 @@ func TestStartedContainersAreRelistedAtOnce(t *testing.T) {
 	rt, _ := fake.New(fake.Config{})
 	c := fastConfig(rt)
 	c.RelistPeriod, c.SyncFrequency = time.Hour, time.Hour
+	c.RelistOnRequest = true
 	r := start(t, c)
 	pod := newPod("relisted-at-once", v1.RestartPolicyAlways, "app")
 	r.set(pod)
@@ -171,6 +172,7 @@ func TestDeletedPodIsKilledWithoutWaitingForThePeriodicRelist(t *testing.T) {
 	rt, _ := fake.New(fake.Config{})
 	c := fastConfig(rt)
 	c.RelistPeriod, c.SyncFrequency = time.Hour, time.Hour
+	c.RelistOnRequest = true
 	r := start(t, c)
 	pod := newPod("deleted-at-once", v1.RestartPolicyAlways, "app")
 	r.set(pod)

@@ -88,7 +88,7 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 		a.metrics.syncResult(pod, &res)
 	}
 	a.reasons.Update(pod.UID, res)
-	if a.evented == nil && startedContainers(res) {
+	if a.cfg.RelistOnRequest && a.evented == nil && startedContainers(res) {
 		// The relist that sees the start comes now rather than up to
 		// RelistPeriod later: the Running status is written that much
 		// sooner (an evented PLEG streams the start instead).
@@ -115,12 +115,12 @@ func (a *Agent) setStatus(pod *v1.Pod, st v1.PodStatus) {
 	a.status.SetPodStatus(pod, st)
 }
 
-// relistForWaiter asks for a relist when a pod worker waits for status
-// newer than its last sync, which the periodic relist would give up to
+// relistForWaiter asks for a relist (with Config.RelistOnRequest) when a
+// pod worker waits for status newer than its last sync, which the periodic relist would give up to
 // RelistPeriod later (the kubelet's wait). An evented PLEG declares the
 // cache current on its own.
 func (a *Agent) relistForWaiter() {
-	if a.evented == nil && a.pleg != nil {
+	if a.cfg.RelistOnRequest && a.evented == nil && a.pleg != nil {
 		a.pleg.RequestRelist()
 	}
 }

@@ -22,6 +22,7 @@ type Pods struct {
 	AllowHostNamespaces       bool
 	MaxPods                   int
 	EventedPLEG               bool
+	RelistOnRequest           bool
 	// AllowedUnsafeSysctls is -allowed-unsafe-sysctls, comma-separated.
 	AllowedUnsafeSysctls string
 }
@@ -43,6 +44,7 @@ func (p *Pods) AddFlags(fs *flag.FlagSet, defaultManifestPath string) {
 	fs.BoolVar(&p.AllowHostNamespaces, "allow-host-namespaces", true, "admit pods using the host's network, PID or IPC namespace; false rejects them")
 	fs.StringVar(&p.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", "", "comma-separated unsafe sysctls or patterns (ending in *) pods may set besides the safe ones, e.g. 'kernel.msg*,net.core.somaxconn'; each must be namespaced (kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, net.*). Pods setting others are rejected with SysctlForbidden")
 	fs.IntVar(&p.MaxPods, "max-pods", 110, "how many pods may run (a Node's pods capacity); later ones are rejected with reason OutOfpods")
+	fs.BoolVar(&p.RelistOnRequest, "relist-on-request", true, "relist at once after starting containers and when a pod worker waits for newer status, rather than at the next relist period as the kubelet (false: the kubelet's timing)")
 	fs.BoolVar(&p.EventedPLEG, "evented-pleg", false, "learn of container changes from the runtime's event stream (containerd 2.x), relisting every 5m, as the kubelet's EventedPLEG feature gate; it shares that gate's known issue (kubernetes/kubernetes#123087: a dropped event can start a container twice)")
 }
 
@@ -81,6 +83,7 @@ func (p *Pods) Apply(c *agent.Config) {
 	c.DenyPrivileged = !p.AllowPrivileged
 	c.DenyHostNamespaces = !p.AllowHostNamespaces
 	c.EventedPLEG = p.EventedPLEG
+	c.RelistOnRequest = p.RelistOnRequest
 	c.AllowedUnsafeSysctls = p.unsafeSysctls()
 }
 
