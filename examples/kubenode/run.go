@@ -16,8 +16,11 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	certificatesv1 "k8s.io/client-go/kubernetes/typed/certificates/v1"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -232,8 +235,55 @@ func parseTaints(s string) ([]v1.Taint, error) {
 	return out, nil
 }
 
+// clientset is the API groups the node uses, each a typed client over one
+// shared HTTP client. kubernetes.Clientset would do the same, but it links
+// every group's client and the discovery client (gnostic's OpenAPI models),
+// several MB of binary that stay resident (see docs/performance.md).
+type clientset struct {
+	core           typedcorev1.CoreV1Interface
+	coordination   coordinationv1.CoordinationV1Interface
+	certificates   certificatesv1.CertificatesV1Interface
+	authentication authenticationv1.AuthenticationV1Interface
+	authorization  authorizationv1.AuthorizationV1Interface
+}
+
+func (c *clientset) CoreV1() typedcorev1.CoreV1Interface                    { return c.core }
+func (c *clientset) CoordinationV1() coordinationv1.CoordinationV1Interface { return c.coordination }
+func (c *clientset) CertificatesV1() certificatesv1.CertificatesV1Interface { return c.certificates }
+func (c *clientset) AuthenticationV1() authenticationv1.AuthenticationV1Interface {
+	return c.authentication
+}
+func (c *clientset) AuthorizationV1() authorizationv1.AuthorizationV1Interface {
+	return c.authorization
+}
+
+// newClients makes the node's typed clients for cfg.
+func newClients(cfg *rest.Config) (*clientset, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cs := &clientset{}
+	if cs.core, err = typedcorev1.NewForConfigAndClient(cfg, hc); err != nil {
+		return nil, err
+	}
+	if cs.coordination, err = coordinationv1.NewForConfigAndClient(cfg, hc); err != nil {
+		return nil, err
+	}
+	if cs.certificates, err = certificatesv1.NewForConfigAndClient(cfg, hc); err != nil {
+		return nil, err
+	}
+	if cs.authentication, err = authenticationv1.NewForConfigAndClient(cfg, hc); err != nil {
+		return nil, err
+	}
+	if cs.authorization, err = authorizationv1.NewForConfigAndClient(cfg, hc); err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
 // clients loads the kubeconfig and checks that it reaches an apiserver.
-func clients(path string) (*kubernetes.Clientset, error) {
+func clients(ctx context.Context, path string) (*clientset, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
@@ -242,14 +292,19 @@ func clients(path string) (*kubernetes.Clientset, error) {
 	cfg.QPS, cfg.Burst = 50, 100
 	probe := rest.CopyConfig(cfg)
 	probe.Timeout = 10 * time.Second
-	pcs, err := kubernetes.NewForConfig(probe)
+	pcs, err := typedcorev1.NewForConfig(probe)
 	if err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
 	}
-	if _, err := pcs.Discovery().ServerVersion(); err != nil {
+	// GET /version, as the discovery client's ServerVersion
+	if err := pcs.RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: no apiserver answers at %s: %w", path, cfg.Host, err)
 	}
-	return kubernetes.NewForConfig(cfg)
+	cs, err := newClients(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
+	}
+	return cs, nil
 }
 
 // clusterCA returns the CA (PEM) the kubeconfig at path trusts for its
@@ -285,7 +340,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	cs, err := clients(o.kubeconfig)
+	cs, err := clients(ctx, o.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -384,7 +439,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // newRuntime returns the runtime o asks for and a function that releases it.
-func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, reg prometheus.Registerer, rec record.EventRecorder, alloc func() v1.ResourceList, log logr.Logger) (runtime.Runtime, func(), error) {
+func newRuntime(ctx context.Context, o *options, cs *clientset, reg prometheus.Registerer, rec record.EventRecorder, alloc func() v1.ResourceList, log logr.Logger) (runtime.Runtime, func(), error) {
 	if o.cri.Endpoint == "" {
 		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1), Recorder: rec})
 		if err != nil {
