@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/agent"
@@ -257,8 +258,13 @@ func (c *clientset) AuthorizationV1() authorizationv1.AuthorizationV1Interface {
 	return c.authorization
 }
 
-// newClients makes the node's typed clients for cfg.
+// newClients makes the node's typed clients for cfg, sharing one rate
+// limiter at cfg's QPS and burst, as kubernetes.Clientset's do.
 func newClients(cfg *rest.Config) (*clientset, error) {
+	if cfg.RateLimiter == nil && cfg.QPS > 0 {
+		cfg = rest.CopyConfig(cfg)
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
