@@ -16,16 +16,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	certificatesv1 "k8s.io/client-go/kubernetes/typed/certificates/v1"
-	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/agent"
@@ -236,58 +229,6 @@ func parseTaints(s string) ([]v1.Taint, error) {
 	return out, nil
 }
 
-// clientset is the API groups the node uses, each a typed client over one
-// shared HTTP client. kubernetes.Clientset would do the same, but it links
-// every group's client and the discovery client (gnostic's OpenAPI models),
-// several MB of binary that stay resident (see docs/performance.md).
-type clientset struct {
-	core           typedcorev1.CoreV1Interface
-	coordination   coordinationv1.CoordinationV1Interface
-	certificates   certificatesv1.CertificatesV1Interface
-	authentication authenticationv1.AuthenticationV1Interface
-	authorization  authorizationv1.AuthorizationV1Interface
-}
-
-func (c *clientset) CoreV1() typedcorev1.CoreV1Interface                    { return c.core }
-func (c *clientset) CoordinationV1() coordinationv1.CoordinationV1Interface { return c.coordination }
-func (c *clientset) CertificatesV1() certificatesv1.CertificatesV1Interface { return c.certificates }
-func (c *clientset) AuthenticationV1() authenticationv1.AuthenticationV1Interface {
-	return c.authentication
-}
-func (c *clientset) AuthorizationV1() authorizationv1.AuthorizationV1Interface {
-	return c.authorization
-}
-
-// newClients makes the node's typed clients for cfg, sharing one rate
-// limiter at cfg's QPS and burst, as kubernetes.Clientset's do.
-func newClients(cfg *rest.Config) (*clientset, error) {
-	if cfg.RateLimiter == nil && cfg.QPS > 0 {
-		cfg = rest.CopyConfig(cfg)
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
-	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	cs := &clientset{}
-	if cs.core, err = typedcorev1.NewForConfigAndClient(cfg, hc); err != nil {
-		return nil, err
-	}
-	if cs.coordination, err = coordinationv1.NewForConfigAndClient(cfg, hc); err != nil {
-		return nil, err
-	}
-	if cs.certificates, err = certificatesv1.NewForConfigAndClient(cfg, hc); err != nil {
-		return nil, err
-	}
-	if cs.authentication, err = authenticationv1.NewForConfigAndClient(cfg, hc); err != nil {
-		return nil, err
-	}
-	if cs.authorization, err = authorizationv1.NewForConfigAndClient(cfg, hc); err != nil {
-		return nil, err
-	}
-	return cs, nil
-}
-
 // clients loads the kubeconfig and checks that it reaches an apiserver.
 func clients(ctx context.Context, path string) (*clientset, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
@@ -298,12 +239,11 @@ func clients(ctx context.Context, path string) (*clientset, error) {
 	cfg.QPS, cfg.Burst = 50, 100
 	probe := rest.CopyConfig(cfg)
 	probe.Timeout = 10 * time.Second
-	pcs, err := typedcorev1.NewForConfig(probe)
+	pcs, err := newClients(probe)
 	if err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
 	}
-	// GET /version, as the discovery client's ServerVersion
-	if err := pcs.RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+	if err := pcs.serverVersion(ctx); err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: no apiserver answers at %s: %w", path, cfg.Host, err)
 	}
 	cs, err := newClients(cfg)
@@ -354,8 +294,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// "kubelet" on this host.
 	events := record.NewBroadcaster(record.WithContext(ctx))
 	defer events.Shutdown()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	rec := events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: o.nodeName})
+	events.StartRecordingToSink(eventSink{c: cs, ctx: ctx})
+	rec := events.NewRecorder(cs.scheme, v1.EventSource{Component: "kubelet", Host: o.nodeName})
 	o.cri.Recorder = rec
 	// The runtime is made before the agent, whose Node gives the
 	// allocatable resources the downward API falls back on.
@@ -370,13 +310,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := agent.Config{
 		NodeName:     o.nodeName,
 		Runtime:      rt,
-		PodSource:    cs.CoreV1().Pods(""),
-		StatusClient: func(ns string) status.PodClient { return cs.CoreV1().Pods(ns) },
-		Secrets:      func(ns string) agent.SecretGetter { return cs.CoreV1().Secrets(ns) },
+		PodSource:    cs.Pods(""),
+		StatusClient: func(ns string) status.PodClient { return cs.Pods(ns) },
+		Secrets:      func(ns string) agent.SecretGetter { return cs.Secrets(ns) },
 		NodeIPs:      o.nodeIPs,
 		Node: &node.Config{
-			Nodes:          cs.CoreV1().Nodes(),
-			Leases:         cs.CoordinationV1().Leases(v1.NamespaceNodeLease),
+			Nodes:          cs.Nodes(),
+			Leases:         cs.Leases(v1.NamespaceNodeLease),
 			Labels:         o.labels,
 			Taints:         o.taints,
 			KubeletVersion: kubeletVersion,
@@ -410,13 +350,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	o.serve.Stats = st
 	started.Store(a)
 	o.serve.NodeName, o.serve.NodeIPs = o.nodeName, o.nodeIPs
-	o.serve.Tokens, o.serve.Reviews = cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews()
+	o.serve.Tokens, o.serve.Reviews = cs.TokenReviews(), cs.SubjectAccessReviews()
 	if o.serve.RotateServerCertificates() && o.serve.Port() != 0 {
 		dir, err := o.serve.CertDir()
 		if err != nil {
 			return err
 		}
-		sc := &servingCerts{csrs: cs.CertificatesV1().CertificateSigningRequests(), nodeName: o.nodeName,
+		sc := &servingCerts{csrs: cs.CertificateSigningRequests(), nodeName: o.nodeName,
 			names: o.serve.CertNames(), dir: dir, clock: clock.RealClock{}, log: log.WithName("certificate")}
 		o.serve.GetCertificate = sc.GetCertificate
 		cctx, stopCerts := context.WithCancel(ctx)

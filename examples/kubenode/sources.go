@@ -22,7 +22,7 @@ import (
 // client-go's typed clients fill the objects package's interfaces as they
 // are. stop ends the watches and waits for them.
 func podSources(ctx context.Context, cs *clientset, o *options, rec record.EventRecorder, alloc func() v1.ResourceList, log logr.Logger) (env *podenv.Resolver, vols *volume.Manager, stop func(), err error) {
-	core := cs.CoreV1()
+	core := cs
 	cache := objects.New(objects.Config{
 		ConfigMaps: func(ns string) objects.ConfigMapGetter { return core.ConfigMaps(ns) },
 		Secrets:    func(ns string) objects.SecretGetter { return core.Secrets(ns) },
