@@ -4,7 +4,10 @@
 // kubelet does.
 //
 // It is a module of its own because it imports client-go, which the library
-// never does. From this directory:
+// never does. It reaches the apiserver through client-go's generic typed
+// client with a scheme of the five API groups it uses (client.go), not
+// the generated clientset, whose scheme links every group into the binary
+// and so into the agent's resident memory. From this directory:
 //
 //	go run . -kubeconfig ~/.kube/config -node-name nodekit-1
 //	sudo go run . -kubeconfig /etc/kubernetes/kubelet.conf -node-name nodekit-1 \

@@ -16,9 +16,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -233,7 +230,7 @@ func parseTaints(s string) ([]v1.Taint, error) {
 }
 
 // clients loads the kubeconfig and checks that it reaches an apiserver.
-func clients(path string) (*kubernetes.Clientset, error) {
+func clients(ctx context.Context, path string) (*clientset, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
@@ -242,14 +239,18 @@ func clients(path string) (*kubernetes.Clientset, error) {
 	cfg.QPS, cfg.Burst = 50, 100
 	probe := rest.CopyConfig(cfg)
 	probe.Timeout = 10 * time.Second
-	pcs, err := kubernetes.NewForConfig(probe)
+	pcs, err := newClients(probe)
 	if err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
 	}
-	if _, err := pcs.Discovery().ServerVersion(); err != nil {
+	if err := pcs.serverVersion(ctx); err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: no apiserver answers at %s: %w", path, cfg.Host, err)
 	}
-	return kubernetes.NewForConfig(cfg)
+	cs, err := newClients(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("-kubeconfig %s: %w", path, err)
+	}
+	return cs, nil
 }
 
 // clusterCA returns the CA (PEM) the kubeconfig at path trusts for its
@@ -285,7 +286,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	cs, err := clients(o.kubeconfig)
+	cs, err := clients(ctx, o.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -293,8 +294,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// "kubelet" on this host.
 	events := record.NewBroadcaster(record.WithContext(ctx))
 	defer events.Shutdown()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	rec := events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: o.nodeName})
+	events.StartRecordingToSink(eventSink{c: cs, ctx: ctx})
+	rec := events.NewRecorder(cs.scheme, v1.EventSource{Component: "kubelet", Host: o.nodeName})
 	o.cri.Recorder = rec
 	// The runtime is made before the agent, whose Node gives the
 	// allocatable resources the downward API falls back on.
@@ -309,13 +310,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := agent.Config{
 		NodeName:     o.nodeName,
 		Runtime:      rt,
-		PodSource:    cs.CoreV1().Pods(""),
-		StatusClient: func(ns string) status.PodClient { return cs.CoreV1().Pods(ns) },
-		Secrets:      func(ns string) agent.SecretGetter { return cs.CoreV1().Secrets(ns) },
+		PodSource:    cs.Pods(""),
+		StatusClient: func(ns string) status.PodClient { return cs.Pods(ns) },
+		Secrets:      func(ns string) agent.SecretGetter { return cs.Secrets(ns) },
 		NodeIPs:      o.nodeIPs,
 		Node: &node.Config{
-			Nodes:          cs.CoreV1().Nodes(),
-			Leases:         cs.CoordinationV1().Leases(v1.NamespaceNodeLease),
+			Nodes:          cs.Nodes(),
+			Leases:         cs.Leases(v1.NamespaceNodeLease),
 			Labels:         o.labels,
 			Taints:         o.taints,
 			KubeletVersion: kubeletVersion,
@@ -349,13 +350,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	o.serve.Stats = st
 	started.Store(a)
 	o.serve.NodeName, o.serve.NodeIPs = o.nodeName, o.nodeIPs
-	o.serve.Tokens, o.serve.Reviews = cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews()
+	o.serve.Tokens, o.serve.Reviews = cs.TokenReviews(), cs.SubjectAccessReviews()
 	if o.serve.RotateServerCertificates() && o.serve.Port() != 0 {
 		dir, err := o.serve.CertDir()
 		if err != nil {
 			return err
 		}
-		sc := &servingCerts{csrs: cs.CertificatesV1().CertificateSigningRequests(), nodeName: o.nodeName,
+		sc := &servingCerts{csrs: cs.CertificateSigningRequests(), nodeName: o.nodeName,
 			names: o.serve.CertNames(), dir: dir, clock: clock.RealClock{}, log: log.WithName("certificate")}
 		o.serve.GetCertificate = sc.GetCertificate
 		cctx, stopCerts := context.WithCancel(ctx)
@@ -384,7 +385,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // newRuntime returns the runtime o asks for and a function that releases it.
-func newRuntime(ctx context.Context, o *options, cs kubernetes.Interface, reg prometheus.Registerer, rec record.EventRecorder, alloc func() v1.ResourceList, log logr.Logger) (runtime.Runtime, func(), error) {
+func newRuntime(ctx context.Context, o *options, cs *clientset, reg prometheus.Registerer, rec record.EventRecorder, alloc func() v1.ResourceList, log logr.Logger) (runtime.Runtime, func(), error) {
 	if o.cri.Endpoint == "" {
 		rt, err := fake.New(fake.Config{Log: log.WithName("fake").V(1), Recorder: rec})
 		if err != nil {

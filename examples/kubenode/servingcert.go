@@ -22,7 +22,6 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcertificatesv1 "k8s.io/client-go/kubernetes/typed/certificates/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/examples/internal/nodeflags"
@@ -35,6 +34,12 @@ const currentFile = "kubelet-server-current.pem"
 // csrPoll is how often a pending CertificateSigningRequest is read again.
 const csrPoll = time.Second
 
+// csrClient reaches the cluster's CertificateSigningRequests.
+type csrClient interface {
+	Create(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, opts metav1.CreateOptions) (*certificatesv1.CertificateSigningRequest, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*certificatesv1.CertificateSigningRequest, error)
+}
+
 // servingCerts is the kubelet's server certificate bootstrap and rotation
 // (--rotate-server-certificates): the serving certificate is asked of the
 // apiserver with a CertificateSigningRequest for signer
@@ -44,7 +49,7 @@ const csrPoll = time.Second
 // kubeadm cluster approves none by itself), TLS handshakes fail, as the
 // kubelet's do.
 type servingCerts struct {
-	csrs     typedcertificatesv1.CertificateSigningRequestInterface
+	csrs     csrClient
 	nodeName string
 	names    nodeflags.CertNames
 	dir      string

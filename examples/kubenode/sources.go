@@ -6,7 +6,6 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodekit/nodekit/agent"
@@ -22,8 +21,8 @@ import (
 // service-account tokens through the TokenRequest API.
 // client-go's typed clients fill the objects package's interfaces as they
 // are. stop ends the watches and waits for them.
-func podSources(ctx context.Context, cs kubernetes.Interface, o *options, rec record.EventRecorder, alloc func() v1.ResourceList, log logr.Logger) (env *podenv.Resolver, vols *volume.Manager, stop func(), err error) {
-	core := cs.CoreV1()
+func podSources(ctx context.Context, cs *clientset, o *options, rec record.EventRecorder, alloc func() v1.ResourceList, log logr.Logger) (env *podenv.Resolver, vols *volume.Manager, stop func(), err error) {
+	core := cs
 	cache := objects.New(objects.Config{
 		ConfigMaps: func(ns string) objects.ConfigMapGetter { return core.ConfigMaps(ns) },
 		Secrets:    func(ns string) objects.SecretGetter { return core.Secrets(ns) },
