@@ -53,8 +53,13 @@ type Agent struct {
 	// goroutines.
 	loopRef atomic.Pointer[syncloop.Loop]
 	prober  *prober.Manager
-	extra   map[string]chan podconfig.PodUpdate
-	secrets *objects.Cache // nil without Config.Secrets
+	// probeNow holds, per pod, the containers whose readiness workers a
+	// generated status asks to probe now; storeStatus asks them once the
+	// status is stored (see storedProbes). Guarded by probeMu.
+	probeMu  sync.Mutex
+	probeNow map[types.UID][]string
+	extra    map[string]chan podconfig.PodUpdate
+	secrets  *objects.Cache // nil without Config.Secrets
 	// imageGC is the image garbage collector when the runtime manages
 	// images; nil otherwise.
 	imageGC *imageGC

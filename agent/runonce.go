@@ -150,7 +150,7 @@ func (a *Agent) runPodOnce(ctx context.Context, pod *v1.Pod) (bool, error) {
 	}
 	if allRunning(pod, rs) {
 		// Record what the runtime now runs.
-		a.status.SetPodStatus(pod, a.generate(pod, rs, false))
+		a.storeStatus(pod, a.generate(pod, rs, false))
 		return true, nil
 	}
 	done, err := (*syncer)(a).SyncPod(ctx, 0, pod, nil, rs)

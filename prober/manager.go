@@ -334,7 +334,9 @@ func (m *Manager) Started(podUID types.UID, name, containerID string) bool {
 // Ready reports whether the container instance has passed its readiness
 // probe. Without a result yet, the container's readiness worker is asked to
 // probe now rather than at its next period, as the kubelet does; so is a
-// worker whose last verdict was a failure.
+// worker whose last verdict was a failure. A caller that is about to store
+// the status it is generating asks with Result and TriggerReadiness once
+// it has stored it instead (see TriggerReadiness).
 func (m *Manager) Ready(podUID types.UID, name, containerID string) bool {
 	id, err := runtime.ParseContainerID(containerID)
 	if err != nil {
@@ -342,12 +344,22 @@ func (m *Manager) Ready(podUID types.UID, name, containerID string) bool {
 	}
 	r, _ := m.results.get(Readiness, id)
 	if r != Success {
-		m.mu.Lock()
-		w := m.workers[workerKey{podUID, name, Readiness}]
-		m.mu.Unlock()
-		if w != nil {
-			w.trigger()
-		}
+		m.TriggerReadiness(podUID, name)
 	}
 	return r == Success
+}
+
+// TriggerReadiness asks the readiness worker of the pod's container, if
+// any, to probe now rather than at its next period; it never blocks. The
+// worker reads the container (running, its ID) and the pod IP from the
+// status provider: asked before a new status is stored there, it may find
+// the container not running yet and wait a whole period, or not, as
+// goroutines happen to run; asked after, it probes.
+func (m *Manager) TriggerReadiness(podUID types.UID, name string) {
+	m.mu.Lock()
+	w := m.workers[workerKey{podUID, name, Readiness}]
+	m.mu.Unlock()
+	if w != nil {
+		w.trigger()
+	}
 }

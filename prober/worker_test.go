@@ -248,6 +248,23 @@ func TestReadyTriggersAProbe(t *testing.T) {
 	})
 }
 
+// TriggerReadiness, asked once the status shows the container running,
+// probes at once: the worker reads the container from the stored status.
+func TestTriggerReadinessProbesTheStoredContainerNow(t *testing.T) {
+	withEnv(t, func(e *env) {
+		pod := podWith("u1", v1.Container{Name: "app", ReadinessProbe: execProbe("ready")})
+		e.m.AddPod(pod)
+		e.step(0) // the worker finds no container yet
+		e.running(pod, "app", "fake://c1", 0, true)
+		e.m.TriggerReadiness(pod.UID, "app")
+		e.m.TriggerReadiness(pod.UID, "other") // no such worker: nothing
+		e.step(0)                              // no time passes
+		if r, _ := e.m.Result(Readiness, runtime.ContainerID{Type: "fake", ID: "c1"}); r != Success {
+			t.Fatalf("readiness %v after TriggerReadiness, want Success without waiting a period", r)
+		}
+	})
+}
+
 func TestSidecarsAreProbed(t *testing.T) {
 	withEnv(t, func(e *env) {
 		always := v1.ContainerRestartPolicyAlways

@@ -92,10 +92,11 @@
 // deletion; a Node's readiness and taints), and the events the agents and
 // the cluster's controllers recorded, with the node of an agent's, but for
 // those of readiness probes: as the kubelet's, an agent probes readiness
-// at once whenever it makes a status for a container not ready yet, and
-// whether that probe sees the container running races with the status
-// being stored, so how many fail around a container's start differs
-// between runs. The store's Events have them all.
+// at once whenever it stores a status for a container not ready yet (once
+// stored, so that the probe finds the container running and a pod is
+// Ready in the instant its container started in every run), and how many
+// of those probes fail around a container's start is not part of the
+// log. The store's Events have them all.
 //
 // Reproducibility: UIDs, generated names, the agents' jitter and the
 // runtimes' faults derive from Config.Seed (a pod's UID from the seed, its

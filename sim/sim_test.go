@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -493,5 +494,51 @@ func TestFinalizersHoldADeletedPod(t *testing.T) {
 	}
 	if _, err := cl.Pod("default", "web"); err == nil {
 		t.Fatal("pod left after its last finalizer")
+	}
+}
+
+// A pod already being deleted is deleted again only with a shorter grace
+// period, whatever its phase, as by the apiserver: a controller's second
+// eviction (its cache behind its first) of a pod that has just turned
+// terminal leaves the pod to its agent, so that it does not go in the
+// instant the agent's status lands or later by goroutine order.
+func TestSecondDeleteLeavesADeletingPodToItsAgent(t *testing.T) {
+	ctx := context.Background()
+	cl := newCluster(t, sim.Config{})
+	p := pod("web", nil)
+	p.Spec.NodeName = "gone" // no agent: the test writes its status
+	create(t, cl, p)
+	if err := cl.DeletePod(ctx, "default", "web"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Pods("default").Patch(ctx, "web", types.StrategicMergePatchType, []byte(`{"status":{"phase":"Succeeded"}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	for _, grace := range []*int64{nil, ptr.To[int64](30), ptr.To[int64](40)} {
+		if err := cl.Pods("default").Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: grace}); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, cl, "web"); got.DeletionTimestamp == nil || ptr.Deref(got.DeletionGracePeriodSeconds, -1) != 30 {
+			t.Fatalf("after a delete with grace %v: deletion %v, grace %v; want the first's, 30", ptr.Deref(grace, -1), got.DeletionTimestamp, got.DeletionGracePeriodSeconds)
+		}
+	}
+	if err := cl.Pods("default").Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Pod("default", "web"); err == nil {
+		t.Fatal("pod still stored after a delete with grace 0")
+	}
+	// A pod not being deleted yet goes at once when terminal.
+	p = pod("done", nil)
+	p.Spec.NodeName = "gone"
+	create(t, cl, p)
+	if _, err := cl.Pods("default").Patch(ctx, "done", types.StrategicMergePatchType, []byte(`{"status":{"phase":"Failed"}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.DeletePod(ctx, "default", "done"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Pod("default", "done"); err == nil {
+		t.Fatal("a terminal pod is still stored after its deletion")
 	}
 }

@@ -393,9 +393,14 @@ func (s *Store) patchPodStatus(ns, name string, pt types.PatchType, data []byte)
 
 // deletePod deletes a pod as the apiserver does: at once when it is not
 // bound, is terminal, or the grace period is 0; otherwise it sets
-// deletionTimestamp and deletionGracePeriodSeconds (shortening only) and
-// leaves the pod to its node's agent, which deletes it with grace 0 once
-// the pod is stopped.
+// deletionTimestamp and deletionGracePeriodSeconds and leaves the pod to
+// its node's agent, which deletes it with grace 0 once the pod is stopped.
+// A pod already being deleted gracefully is touched only by a shorter
+// grace period given in opts, whatever its phase: a second delete or
+// eviction (a controller's cache behind its own first one) of a pod that
+// has just turned terminal leaves it to its agent, as the apiserver's
+// rest.BeforeDelete does, rather than deleting it in the instant the
+// agent's status lands.
 func (s *Store) deletePod(ns, name string, opts metav1.DeleteOptions) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -415,7 +420,11 @@ func (s *Store) deletePod(ns, name string, opts metav1.DeleteOptions) error {
 	if opts.GracePeriodSeconds != nil {
 		grace = max(*opts.GracePeriodSeconds, 0)
 	}
-	if grace == 0 || p.Spec.NodeName == "" || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+	pending := p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds > 0
+	if pending && (opts.GracePeriodSeconds == nil || grace >= *p.DeletionGracePeriodSeconds) {
+		return nil // deleting already, as fast or faster
+	}
+	if grace == 0 || (!pending && (p.Spec.NodeName == "" || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed)) {
 		if len(p.Finalizers) == 0 {
 			s.removePodLocked(p)
 			return nil
