@@ -391,3 +391,29 @@ tainted = any(t["key"].startswith("node.kubernetes.io/") for t in n["spec"].get(
 sys.exit(0 if ok and not tainted else 1)'
 }
 
+# stop_cluster [KEEP]: stops what start started (last first, SIGKILL after
+# 5 s), containerd, the cgroup roots, restores the host state and, unless
+# KEEP is set, unmounts and removes the run's directory.
+stop_cluster() {
+	local pid keep=${1:-}
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		pid=${PIDS[$i]}
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
+	done
+	PIDS=()
+	if [ -n "${CONTAINERD_DIR:-}" ]; then bash "$repo/hack/containerd.sh" down "$CONTAINERD_DIR" || true; CONTAINERD_DIR=""; fi
+	remove_cgroup_root "$CG_ROOT_NODEKIT"
+	remove_cgroup_root "$CG_ROOT_KUBELET"
+	restore_host_state
+	if [ -n "${RUN:-}" ] && [ -z "$keep" ]; then
+		umount_under "$RUN"
+		rm -rf "$RUN"
+	fi
+	RUN=""
+}
+umount_under() {
+	local m
+	for m in $(awk -v d="$1" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r); do umount -l "$m" 2>/dev/null || true; done
+}

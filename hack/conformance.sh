@@ -79,29 +79,7 @@ run_suite() { # NODE FOCUS OUTDIR
 
 # ---- one run ---------------------------------------------------------------
 
-cleanup() {
-	local pid
-	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-		pid=${PIDS[$i]}
-		kill "$pid" 2>/dev/null || true
-		for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$pid" 2>/dev/null || true
-	done
-	PIDS=()
-	if [ -n "${CONTAINERD_DIR:-}" ]; then bash "$repo/hack/containerd.sh" down "$CONTAINERD_DIR" || true; CONTAINERD_DIR=""; fi
-	remove_cgroup_root "$CG_ROOT_NODEKIT"
-	remove_cgroup_root "$CG_ROOT_KUBELET"
-	restore_host_state
-	if [ -n "${RUN:-}" ] && [ -z "${CONFORMANCE_KEEP:-}" ]; then
-		umount_under "$RUN"
-		rm -rf "$RUN"
-	fi
-	RUN=""
-}
-umount_under() {
-	local m
-	for m in $(awk -v d="$1" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r); do umount -l "$m" 2>/dev/null || true; done
-}
+cleanup() { stop_cluster "${CONFORMANCE_KEEP:-}"; }
 
 one_run() { # NODE(nodekit|kubelet) FOCUS RESULTS
 	local node=$1 focus=$2 results=$3
