@@ -119,6 +119,17 @@ func ContainerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) b
 	return true // Always, and the API's default
 }
 
+// ContainerMayRestart reports whether a container is started again after
+// it stops, where there is no exit code to match its rules against (killed
+// by a failed probe, or in an unknown state): its own restartPolicy, else
+// the pod's, is not Never.
+func ContainerMayRestart(c *v1.Container, spec *v1.PodSpec) bool {
+	if c.RestartPolicy != nil {
+		return *c.RestartPolicy != v1.ContainerRestartPolicyNever
+	}
+	return spec.RestartPolicy != v1.RestartPolicyNever
+}
+
 func ruleMatches(r v1.ContainerRestartRule, exitCode int32) bool {
 	if r.ExitCodes == nil {
 		return false

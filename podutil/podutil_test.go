@@ -133,3 +133,26 @@ func TestContainerShouldRestart(t *testing.T) {
 		})
 	}
 }
+
+func TestContainerMayRestart(t *testing.T) {
+	never, onFailure := v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyOnFailure
+	for _, tc := range []struct {
+		name      string
+		container *v1.ContainerRestartPolicy
+		pod       v1.RestartPolicy
+		want      bool
+	}{
+		{"the pod's Always", nil, v1.RestartPolicyAlways, true},
+		{"the pod's OnFailure", nil, v1.RestartPolicyOnFailure, true},
+		{"the pod's Never", nil, v1.RestartPolicyNever, false},
+		{"the container's Never over the pod's Always", &never, v1.RestartPolicyAlways, false},
+		{"the container's OnFailure over the pod's Never", &onFailure, v1.RestartPolicyNever, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &v1.Container{Name: "app", RestartPolicy: tc.container}
+			if got := ContainerMayRestart(c, &v1.PodSpec{RestartPolicy: tc.pod}); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

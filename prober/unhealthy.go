@@ -95,7 +95,7 @@ func (m *Manager) Unhealthy(pod *v1.Pod, rs *runtime.PodStatus) []Unhealthy {
 		switch {
 		case sidecar:
 			msg = fmt.Sprintf("Init container %s failed %s probe", c.Name, kind)
-		case restarted(pod, c):
+		case podutil.ContainerMayRestart(c, &pod.Spec):
 			msg += ", will be restarted"
 		}
 		var grace *int64
@@ -158,13 +158,4 @@ func probedContainer(pod *v1.Pod, name string) (c *v1.Container, sidecar bool) {
 		}
 	}
 	return nil, false
-}
-
-// restarted reports whether a regular container killed by a probe is
-// started again: its own restart policy, else the pod's, is not Never.
-func restarted(pod *v1.Pod, c *v1.Container) bool {
-	if c.RestartPolicy != nil {
-		return *c.RestartPolicy != v1.ContainerRestartPolicyNever
-	}
-	return pod.Spec.RestartPolicy != v1.RestartPolicyNever
 }

@@ -264,11 +264,7 @@ func computeInitContainerActions(pod *v1.Pod, status *PodStatus, a *PodActions) 
 		default: // unknown: it may still run, kill it before starting again
 			if !sidecar {
 				// No exit code to match rules against: only the policies.
-				restart := pod.Spec.RestartPolicy != v1.RestartPolicyNever
-				if c.RestartPolicy != nil {
-					restart = *c.RestartPolicy != v1.ContainerRestartPolicyNever
-				}
-				if !restart {
+				if !podutil.ContainerMayRestart(c, &pod.Spec) {
 					a.KillPod = true
 					a.InitContainersToStart = nil
 					return false

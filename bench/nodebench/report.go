@@ -107,29 +107,25 @@ func report(w io.Writer, dir string) error {
 			}
 		}
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Apiserver requests by verb and resource (median of rounds; the node's own user in the audit log):")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | kubelet | kubenode |")
-	fmt.Fprintln(w, "|---|---|---|")
-	for _, sc := range scenarioOrder {
-		if runs[sc] == nil {
-			continue
-		}
-		fmt.Fprintf(w, "| %s | %s | %s |\n", sc, breakdown(runs[sc][kubeletAgent], func(r result) map[string]int64 { return r.API }),
-			breakdown(runs[sc][nodekitAgent], func(r result) map[string]int64 { return r.API }))
+	breakdowns := []struct {
+		title string
+		of    func(result) map[string]int64
+	}{
+		{"Apiserver requests by verb and resource (median of rounds; the node's own user in the audit log):", func(r result) map[string]int64 { return r.API }},
+		{"CRI calls by method (median of rounds, all pods of the window):", func(r result) map[string]int64 { return r.CRI }},
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "CRI calls by method (median of rounds, all pods of the window):")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | kubelet | kubenode |")
-	fmt.Fprintln(w, "|---|---|---|")
-	for _, sc := range scenarioOrder {
-		if runs[sc] == nil {
-			continue
+	for _, bd := range breakdowns {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, bd.title)
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| scenario | kubelet | kubenode |")
+		fmt.Fprintln(w, "|---|---|---|")
+		for _, sc := range scenarioOrder {
+			if runs[sc] == nil {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %s |\n", sc, breakdown(runs[sc][kubeletAgent], bd.of), breakdown(runs[sc][nodekitAgent], bd.of))
 		}
-		fmt.Fprintf(w, "| %s | %s | %s |\n", sc, breakdown(runs[sc][kubeletAgent], func(r result) map[string]int64 { return r.CRI }),
-			breakdown(runs[sc][nodekitAgent], func(r result) map[string]int64 { return r.CRI }))
 	}
 	if len(notes) > 0 {
 		fmt.Fprintln(w)

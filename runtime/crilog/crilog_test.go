@@ -89,14 +89,7 @@ func TestTailOfAFileWithoutFinalNewline(t *testing.T) {
 
 func TestFollowReadsNewLinesUntilTheContainerStops(t *testing.T) {
 	path := writeLog(t, criLine(0, "stdout", "F", "first"))
-	var running atomic.Bool
-	running.Store(true)
-	var out testenv.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- crilog.ReadLogs(context.Background(), path, &v1.PodLogOptions{Follow: true},
-			crilog.Options{Running: func(context.Context) bool { return running.Load() }, PollInterval: time.Millisecond, Clock: clock.RealClock{}}, &out, &out)
-	}()
+	running, out, done := follow(path)
 	require.Eventually(t, func() bool { return out.String() == "first\n" }, 10*time.Second, time.Millisecond)
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
@@ -119,14 +112,7 @@ func TestFollowReadsNewLinesUntilTheContainerStops(t *testing.T) {
 
 func TestFollowGoesOnInTheNewFileAfterARotation(t *testing.T) {
 	path := writeLog(t, criLine(0, "stdout", "F", "first"))
-	var running atomic.Bool
-	running.Store(true)
-	var out testenv.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- crilog.ReadLogs(context.Background(), path, &v1.PodLogOptions{Follow: true},
-			crilog.Options{Running: func(context.Context) bool { return running.Load() }, PollInterval: time.Millisecond, Clock: clock.RealClock{}}, &out, &out)
-	}()
+	running, out, done := follow(path)
 	require.Eventually(t, func() bool { return out.String() == "first\n" }, 10*time.Second, time.Millisecond)
 	// The runtime's file, as it holds it open.
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
@@ -206,4 +192,16 @@ func TestHugeFileWithLimitsReadsInBoundedMemory(t *testing.T) {
 		assert.LessOrEqual(t, out.Len(), 3*1001+4096)
 		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "a 64 MiB file read with a limit allocates under 1 MiB")
 	}
+}
+
+// follow starts following path's log while running stays true, both
+// streams into out; done gets ReadLogs' error once it returns.
+func follow(path string) (running *atomic.Bool, out *testenv.Buffer, done chan error) {
+	running, out, done = new(atomic.Bool), new(testenv.Buffer), make(chan error, 1)
+	running.Store(true)
+	go func() {
+		done <- crilog.ReadLogs(context.Background(), path, &v1.PodLogOptions{Follow: true},
+			crilog.Options{Running: func(context.Context) bool { return running.Load() }, PollInterval: time.Millisecond, Clock: clock.RealClock{}}, out, out)
+	}()
+	return running, out, done
 }
