@@ -6,6 +6,7 @@ import (
 	goruntime "runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,10 @@ type runningClock struct {
 	warm    chan struct{}
 	all     chan struct{}
 	n       int
+	// slowEvery > 0: every slowEvery-th PATCH takes slowDelay, as a loaded
+	// apiserver's round trips have a tail.
+	slowEvery int64
+	patches   atomic.Int64
 }
 
 // warmName is a pod run before the measured ones: once it is Running, the
@@ -46,13 +51,20 @@ type timedClient struct {
 // syncs pods one after the other, so calls per pod show in the latency.
 const apiDelay = time.Millisecond
 
+// slowDelay is the slow round trip of the "adds-slowtail" arrival.
+const slowDelay = 20 * time.Millisecond
+
 func (c timedClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Pod, error) {
 	time.Sleep(apiDelay)
 	return c.PodClient.Get(ctx, name, opts)
 }
 
 func (c timedClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*v1.Pod, error) {
-	time.Sleep(apiDelay)
+	d := apiDelay
+	if c.rc.slowEvery > 0 && c.rc.patches.Add(1)%c.rc.slowEvery == 0 {
+		d = slowDelay
+	}
+	time.Sleep(d)
 	p, err := c.PodClient.Patch(ctx, name, pt, data, opts, sub...)
 	if err == nil && p.Status.Phase == v1.PodRunning {
 		now := time.Now()
@@ -78,10 +90,23 @@ func (c timedClient) Patch(ctx context.Context, name string, pt types.PatchType,
 // → SyncPod → status manager → PATCH. It reports p50 and p99 of that
 // latency, the wall time to all Running, and the apiserver writes and
 // reads per pod. Every apiserver call takes apiDelay. The sync period and relist are long: nothing may wait on
-// them.
+// them. Arrival "set" creates the N pods in one SET; "adds" sends one ADD
+// per pod, a millisecond of creation time apart, as the apiserver's watch
+// delivers them (each admitted in its own batch), latency from each pod's
+// own ADD; "adds-slowtail" is "adds" with every tenth PATCH taking 20 ms.
 func BenchmarkToRunning(b *testing.B) {
-	for _, n := range []int{1, 100, 1000} {
-		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+	type run struct {
+		n       int
+		arrival string
+	}
+	runs := []run{{1, "set"}, {100, "set"}, {1000, "set"}, {100, "adds"}, {1000, "adds"}, {1000, "adds-slowtail"}}
+	for _, r := range runs {
+		n := r.n
+		name := fmt.Sprintf("pods=%d", n)
+		if r.arrival != "set" {
+			name += "/" + r.arrival
+		}
+		b.Run(name, func(b *testing.B) {
 			var lat []float64
 			var wall, writes, reads float64
 			b.ReportAllocs()
@@ -92,9 +117,13 @@ func BenchmarkToRunning(b *testing.B) {
 				for j := range pods {
 					pods[j] = testPod(fmt.Sprintf("r%d-p%04d", i, j))
 					pods[j].ResourceVersion = "1" // as the apiserver delivers them
+					pods[j].CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(j) * time.Millisecond))
 				}
 				rc := &runningClock{Fake: statustest.New(append(pods, warm)...), running: map[string]time.Time{},
 					warm: make(chan struct{}), all: make(chan struct{}), n: n}
+				if r.arrival == "adds-slowtail" {
+					rc.slowEvery = 10
+				}
 				p := providertest.New(nil)
 				rt, err := provider.New(provider.Config{Provider: &providertest.Notifier{Provider: p}})
 				if err != nil {
@@ -120,7 +149,15 @@ func BenchmarkToRunning(b *testing.B) {
 				b.StartTimer()
 
 				start := time.Now()
-				a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: append(pods, warm)}
+				sent := make(map[string]time.Time, n)
+				if r.arrival == "set" {
+					a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.SET, Pods: append(pods, warm)}
+				} else {
+					for _, p := range pods {
+						sent[p.Name] = time.Now()
+						a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.ADD, Pods: []*v1.Pod{p}}
+					}
+				}
 				select {
 				case <-rc.all:
 				case <-time.After(time.Minute):
@@ -134,7 +171,11 @@ func BenchmarkToRunning(b *testing.B) {
 					if name == warmName {
 						continue
 					}
-					lat = append(lat, t.Sub(start).Seconds()*1e3)
+					from, ok := sent[name]
+					if !ok {
+						from = start
+					}
+					lat = append(lat, t.Sub(from).Seconds()*1e3)
 				}
 				rc.mu.Unlock()
 				writes += float64(rc.Count(statustest.VerbPatch))
