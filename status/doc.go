@@ -12,7 +12,10 @@
 // current pod decides something (static pods, terminal and deleted pods,
 // after a failed patch); a running pod's patch builds on the answer to its
 // previous one or, for its first, on the pod as the apiserver delivered it. It syncs
-// Config.SyncWorkers pods at once (the kubelet one). It also deletes finished
+// Config.SyncWorkers pods at once (the kubelet one), each as soon as its
+// status changes and a worker is free, in the order they changed: no pod
+// waits for a batch of others or for a pass over all pods, and one pod is
+// never synced twice at once (a change during its sync is sent after it). It also deletes finished
 // pods from the apiserver once nothing can run, and keeps mirror pods of
 // static pods.
 //

@@ -107,8 +107,19 @@ type Manager struct {
 	clock           clock.WithTicker
 	log             logr.Logger
 
-	// signal wakes the sync loop for a quick sync.
+	// signal wakes the sync loop to delete orphaned mirror pods.
 	signal chan struct{}
+
+	// qmu guards the sync workers' queue (see dispatch.go): the pods whose
+	// status changed, in order, each at most once (queued), and the pods
+	// being synced (busy), by a worker or a batch, which no one else syncs
+	// meanwhile. stopping ends the workers. Lock order: mu, apiMu, qmu.
+	qmu      sync.Mutex
+	qcond    *sync.Cond
+	queue    []types.UID
+	queued   map[types.UID]bool
+	busy     map[types.UID]bool
+	stopping bool
 
 	mu       sync.Mutex
 	statuses map[types.UID]*versionedStatus
@@ -174,7 +185,7 @@ func NewManager(c Config) (*Manager, error) {
 	if c.Log.GetSink() == nil {
 		c.Log = logr.Discard()
 	}
-	return &Manager{
+	m := &Manager{
 		client:          c.PodClient,
 		nodeName:        c.NodeName,
 		nodes:           c.Nodes,
@@ -190,11 +201,16 @@ func NewManager(c Config) (*Manager, error) {
 		statics:         map[types.UID]types.UID{},
 		apiVersions:     map[types.UID]uint64{},
 		apiPods:         map[types.UID]*v1.Pod{},
-	}, nil
+		queued:          map[types.UID]bool{},
+		busy:            map[types.UID]bool{},
+	}
+	m.qcond = sync.NewCond(&m.qmu)
+	return m, nil
 }
 
 // Run syncs statuses with the apiserver until ctx ends, then returns:
-// quickly after each change, and every SyncPeriod for all pods. Without a
+// each change at once, by SyncWorkers workers that take changed pods in
+// the order they changed, and every SyncPeriod all pods. Without a
 // PodClient it only waits for ctx. Call it once, in its own goroutine.
 func (m *Manager) Run(ctx context.Context) {
 	if m.client == nil {
@@ -202,6 +218,12 @@ func (m *Manager) Run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
+	var wg sync.WaitGroup
+	for range m.syncWorkers {
+		wg.Go(func() { m.work(ctx) })
+	}
+	defer wg.Wait()
+	defer m.stopWorkers()
 	t := m.clock.NewTicker(m.syncPeriod)
 	defer t.Stop()
 	for {
@@ -209,9 +231,9 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-m.signal:
-			m.syncBatch(ctx, false)
+			m.deleteOrphans(ctx)
 		case <-t.C():
-			m.syncBatch(ctx, true)
+			m.syncBatch(ctx)
 		}
 	}
 }
@@ -225,7 +247,7 @@ func (m *Manager) Sync(ctx context.Context) {
 	if m.client == nil {
 		return
 	}
-	m.syncBatch(ctx, true)
+	m.syncBatch(ctx)
 }
 
 // GetPodStatus returns a copy of the cached status of a pod, by its UID or,
@@ -354,7 +376,7 @@ func (m *Manager) Resend(uid types.UID) {
 	}
 	m.lastVersion++
 	m.statuses[uid] = &versionedStatus{version: m.lastVersion, status: vs.status, pod: vs.pod, finished: vs.finished}
-	m.signalLocked()
+	m.enqueue(uid)
 }
 
 // TerminatePod marks the end of a pod's life: every container that may
@@ -470,7 +492,7 @@ func (m *Manager) signalLocked() {
 }
 
 // updateLocked applies the guards, stores status as the pod's new version
-// if it changed (or force), and wakes the sync loop.
+// if it changed (or force), and queues the pod for a sync worker.
 func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished bool) {
 	vs, cached := m.statuses[pod.UID]
 	var old *v1.PodStatus
@@ -536,7 +558,7 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished
 	// never reuses a version the apiserver already acknowledged.
 	m.lastVersion++
 	m.statuses[pod.UID] = &versionedStatus{version: m.lastVersion, status: status, pod: pod, finished: finished}
-	m.signalLocked()
+	m.enqueue(pod.UID)
 }
 
 func podRef(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }

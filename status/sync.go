@@ -19,38 +19,32 @@ import (
 // errNotOurs: the static pod's name is taken by a pod that is no mirror.
 var errNotOurs = errors.New("a pod that is not a mirror pod has the static pod's name")
 
-type podSync struct {
-	uid types.UID
-	vs  *versionedStatus
-}
-
-// syncBatch sends the statuses the apiserver does not have. With all (the
-// periodic reconcile) it also retries the deletion of finished pods and
-// forgets versions of pods that are gone. It returns how many pods it
-// synced.
-func (m *Manager) syncBatch(ctx context.Context, all bool) int {
+// syncBatch is the periodic reconcile: it sends the statuses the apiserver
+// does not have, retries the deletion of finished pods, checks static
+// pods' mirrors, deletes orphaned mirror pods and forgets versions of pods
+// that are gone. Pods a sync worker is syncing are left to it. It returns
+// how many pods it synced.
+func (m *Manager) syncBatch(ctx context.Context) int {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 
-	var todo []podSync
+	var todo []types.UID
 	m.mu.Lock()
 	m.apiMu.Lock()
 	orphans := m.orphans
 	m.orphans = nil
-	if all {
-		for uid := range m.apiVersions {
-			if _, ok := m.statuses[uid]; ok {
-				continue
-			}
-			if _, ok := m.statics[uid]; ok {
-				continue
-			}
-			delete(m.apiVersions, uid)
+	for uid := range m.apiVersions {
+		if _, ok := m.statuses[uid]; ok {
+			continue
 		}
-		for uid := range m.apiPods {
-			if _, ok := m.statuses[uid]; !ok {
-				delete(m.apiPods, uid)
-			}
+		if _, ok := m.statics[uid]; ok {
+			continue
+		}
+		delete(m.apiVersions, uid)
+	}
+	for uid := range m.apiPods {
+		if _, ok := m.statuses[uid]; !ok {
+			delete(m.apiPods, uid)
 		}
 	}
 	for uid, vs := range m.statuses {
@@ -60,16 +54,16 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 		}
 		switch {
 		case m.apiVersions[apiUID] < vs.version:
-		case all && vs.finished && vs.pod.DeletionTimestamp != nil && !podutil.IsStaticPod(vs.pod):
+		case vs.finished && vs.pod.DeletionTimestamp != nil && !podutil.IsStaticPod(vs.pod):
 			// Deletion may have waited for containers to stop.
-		case all && !vs.finished && podutil.IsStaticPod(vs.pod) && m.mirrors[uid].uid != "":
+		case !vs.finished && podutil.IsStaticPod(vs.pod) && m.mirrors[uid].uid != "":
 			// Static pods are few: check that their mirror is still there.
 			// One without a mirror (none wanted) is skipped, as the
 			// kubelet's needsReconcile does, rather than read as NotFound.
 		default:
 			continue
 		}
-		todo = append(todo, podSync{uid, vs})
+		todo = append(todo, uid)
 	}
 	m.apiMu.Unlock()
 	m.mu.Unlock()
@@ -81,17 +75,17 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 	return len(todo)
 }
 
-// syncAll syncs todo's pods, SyncWorkers at a time: each pod's sync is a
-// round trip or two to the apiserver, and one after the other they add up
-// when many pods start at once.
-func (m *Manager) syncAll(ctx context.Context, todo []podSync) {
+// syncAll syncs todo's pods, SyncWorkers at a time (each pod's sync is a
+// round trip or two to the apiserver), each with its latest status; a pod
+// a sync worker has is skipped.
+func (m *Manager) syncAll(ctx context.Context, todo []types.UID) {
 	workers := min(m.syncWorkers, len(todo))
 	if workers <= 1 {
-		for _, s := range todo {
+		for _, uid := range todo {
 			if ctx.Err() != nil {
 				return
 			}
-			m.syncPod(ctx, s.uid, s.vs)
+			m.syncClaimed(ctx, uid)
 		}
 		return
 	}
@@ -106,11 +100,25 @@ func (m *Manager) syncAll(ctx context.Context, todo []podSync) {
 				if i >= len(todo) || ctx.Err() != nil {
 					return
 				}
-				m.syncPod(ctx, todo[i].uid, todo[i].vs)
+				m.syncClaimed(ctx, todo[i])
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// syncClaimed syncs uid's latest status unless a sync worker has the pod.
+func (m *Manager) syncClaimed(ctx context.Context, uid types.UID) {
+	if !m.tryClaim(uid) {
+		return
+	}
+	defer m.release(uid)
+	m.mu.Lock()
+	vs, ok := m.statuses[uid]
+	m.mu.Unlock()
+	if ok {
+		m.syncPod(ctx, uid, vs)
+	}
 }
 
 // syncPod syncs one status, retrying conflicts with back-off. A panic in
@@ -282,7 +290,11 @@ func (m *Manager) setAPIPod(uid types.UID, api *v1.Pod) {
 func (m *Manager) acknowledge(uid types.UID, version uint64) {
 	m.apiMu.Lock()
 	defer m.apiMu.Unlock()
-	m.apiVersions[uid] = version
+	// A sync of an older version that ended last must not undo a newer
+	// one's acknowledgement.
+	if version > m.apiVersions[uid] {
+		m.apiVersions[uid] = version
+	}
 }
 
 // canBeDeleted: the pod is being deleted, the apiserver shows it terminal,

@@ -1,0 +1,156 @@
+package status_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/status"
+	"github.com/nodekit/nodekit/status/statustest"
+)
+
+// gatedClient holds each status PATCH of the pods in gated until release
+// is closed, and records which pods' patches are in flight at once.
+type gatedClient struct {
+	*statustest.PodClient
+	gated   map[string]bool
+	release chan struct{}
+
+	mu       sync.Mutex
+	inFlight map[string]int
+	overlap  bool     // one pod's patches ran at once
+	started  []string // patches as they started
+	entered  chan string
+}
+
+func (c *gatedClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*v1.Pod, error) {
+	c.mu.Lock()
+	c.inFlight[name]++
+	if c.inFlight[name] > 1 {
+		c.overlap = true
+	}
+	c.started = append(c.started, name)
+	c.mu.Unlock()
+	c.entered <- name
+	if c.gated[name] {
+		<-c.release
+	}
+	defer func() {
+		c.mu.Lock()
+		c.inFlight[name]--
+		c.mu.Unlock()
+	}()
+	return c.PodClient.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+func runManager(t *testing.T, f *statustest.Fake, gated []string, workers int) (*status.Manager, *gatedClient) {
+	t.Helper()
+	g := &gatedClient{PodClient: f.Pods("ns"), gated: map[string]bool{}, release: make(chan struct{}),
+		inFlight: map[string]int{}, entered: make(chan string, 100)}
+	for _, n := range gated {
+		g.gated[n] = true
+	}
+	m, _ := newManager(t, f, func(c *status.Config) {
+		c.PodClient = func(string) status.PodClient { return g }
+		c.SyncWorkers = workers
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	t.Cleanup(func() {
+		select {
+		case <-g.release:
+		default:
+			close(g.release)
+		}
+		cancel()
+		<-done
+	})
+	return m, g
+}
+
+func awaitPatch(t *testing.T, g *gatedClient, want string) {
+	t.Helper()
+	select {
+	case got := <-g.entered:
+		require.Equal(t, want, got)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no status patch of %s", want)
+	}
+}
+
+// A pod's status is sent while another pod's sync is still waiting on the
+// apiserver: no pod waits for a batch of others to finish.
+func TestChangeIsSentWhileAnotherPodsSyncIsInFlight(t *testing.T) {
+	slow, fast := testPod("slow", "uid-slow"), testPod("fast", "uid-fast")
+	f := statustest.New(slow, fast)
+	m, g := runManager(t, f, []string{"slow"}, 2)
+
+	m.SetPodStatus(slow, runningStatus("cri://a"))
+	awaitPatch(t, g, "slow")
+	m.SetPodStatus(fast, runningStatus("cri://b"))
+	awaitPatch(t, g, "fast")
+	require.Eventually(t, func() bool {
+		p, _ := f.Pod("ns", "fast")
+		return p.Status.Phase == v1.PodRunning
+	}, 10*time.Second, time.Millisecond, "fast's patch completes while slow's is held")
+	p, _ := f.Pod("ns", "slow")
+	assert.Empty(t, p.Status.Phase, "slow's patch is still held")
+}
+
+// A change that lands while the pod's own sync is in flight is sent after
+// that sync ends, never beside it, and the apiserver ends with the latest.
+func TestChangeDuringItsPodsSyncIsSentAfterIt(t *testing.T) {
+	pod := testPod("p", "uid1")
+	f := statustest.New(pod)
+	m, g := runManager(t, f, []string{"p"}, 4)
+
+	m.SetPodStatus(pod, runningStatus("cri://a"))
+	awaitPatch(t, g, "p")
+	later := runningStatus("cri://a")
+	later.Message = "later"
+	m.SetPodStatus(pod, later)
+	select {
+	case <-g.entered:
+		t.Fatal("a second patch of the pod started while its first was in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(g.release)
+	awaitPatch(t, g, "p")
+	require.Eventually(t, func() bool {
+		p, _ := f.Pod("ns", "p")
+		return p.Status.Message == "later"
+	}, 10*time.Second, time.Millisecond)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	assert.False(t, g.overlap)
+}
+
+// One worker sends pods in the order their statuses changed.
+func TestPodsAreSentInTheOrderTheyChanged(t *testing.T) {
+	first := testPod("first", "uid-first")
+	names := []string{"first", "b", "c", "d"}
+	pods := []*v1.Pod{first}
+	for _, n := range names[1:] {
+		pods = append(pods, testPod(n, types.UID("uid-"+n)))
+	}
+	f := statustest.New(pods...)
+	m, g := runManager(t, f, []string{"first"}, 1)
+	m.SetPodStatus(first, runningStatus("cri://a"))
+	awaitPatch(t, g, "first")
+	// The worker is held on first: the others queue up behind it.
+	for _, p := range pods[1:] {
+		m.SetPodStatus(p, runningStatus("cri://a"))
+	}
+	close(g.release)
+	for _, n := range names[1:] {
+		awaitPatch(t, g, n)
+	}
+}
