@@ -6,5 +6,9 @@
 // The sync loop's Handler stores what the sources send (AddOrUpdate,
 // Remove) and translates a pod it is given into the pod to run and its
 // mirror (PodAndMirror) before it calls the pod workers; the sync loop finds
-// pods by UID through it (it is a syncloop.PodGetter). See the Example.
+// pods by UID through it (it is a syncloop.PodGetter). Pods lists the
+// desired pods oldest first, the order the kubelet admits them in, from an
+// order kept as pods come and go: the agent lists them for every pod it
+// admits, and pods arriving one at a time (an apiserver watch) must not
+// each cost a sort of all. See the Example.
 package podmanager

@@ -1,6 +1,7 @@
 package podmanager
 
 import (
+	"slices"
 	"sort"
 	"sync"
 
@@ -18,6 +19,10 @@ type Manager struct {
 	byUID  map[types.UID]*v1.Pod
 	byName map[string]*v1.Pod // full name -> pod (not mirror)
 	mirror map[string]*v1.Pod // full name -> mirror pod
+	// ordered holds byUID's pods oldest first, kept in order as pods come
+	// and go, so that listing them (admission does for every pod it
+	// admits) is a copy rather than a sort.
+	ordered []*v1.Pod
 }
 
 // New returns an empty Manager.
@@ -34,8 +39,44 @@ func (m *Manager) AddOrUpdate(pod *v1.Pod) {
 		m.mirror[name] = pod
 		return
 	}
+	if old, ok := m.byUID[pod.UID]; ok {
+		m.unorderLocked(old)
+	}
+	m.orderLocked(pod)
 	m.byUID[pod.UID] = pod
 	m.byName[name] = pod
+}
+
+// compareAge orders pods as Older does.
+func compareAge(a, b *v1.Pod) int {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	switch {
+	case a.UID < b.UID:
+		return -1
+	case a.UID > b.UID:
+		return 1
+	}
+	return 0
+}
+
+// orderLocked inserts pod into ordered; pods mostly come newest last, an
+// append.
+func (m *Manager) orderLocked(pod *v1.Pod) {
+	if n := len(m.ordered); n == 0 || compareAge(m.ordered[n-1], pod) < 0 {
+		m.ordered = append(m.ordered, pod)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(m.ordered, pod, compareAge)
+	m.ordered = slices.Insert(m.ordered, i, pod)
+}
+
+// unorderLocked removes the stored pod from ordered.
+func (m *Manager) unorderLocked(pod *v1.Pod) {
+	if i, ok := slices.BinarySearchFunc(m.ordered, pod, compareAge); ok {
+		m.ordered = slices.Delete(m.ordered, i, i+1)
+	}
 }
 
 // Remove forgets pod (or mirror pod); a newer pod of the same full name but
@@ -50,7 +91,10 @@ func (m *Manager) Remove(pod *v1.Pod) {
 		}
 		return
 	}
-	delete(m.byUID, pod.UID)
+	if old, ok := m.byUID[pod.UID]; ok {
+		m.unorderLocked(old)
+		delete(m.byUID, pod.UID)
+	}
 	if cur, ok := m.byName[name]; ok && cur.UID == pod.UID {
 		delete(m.byName, name)
 	}
@@ -94,16 +138,12 @@ func (m *Manager) MirrorOf(pod *v1.Pod) *v1.Pod {
 	return m.mirror[podutil.FullName(pod)]
 }
 
-// Pods returns the desired pods (no mirrors), oldest first.
+// Pods returns the desired pods (no mirrors), oldest first (by creation,
+// then UID), in a new slice.
 func (m *Manager) Pods() []*v1.Pod {
 	m.mu.RLock()
-	out := make([]*v1.Pod, 0, len(m.byUID))
-	for _, p := range m.byUID {
-		out = append(out, p)
-	}
-	m.mu.RUnlock()
-	SortByCreation(out)
-	return out
+	defer m.mu.RUnlock()
+	return append(make([]*v1.Pod, 0, len(m.ordered)), m.ordered...)
 }
 
 // PodsWithActiveDeadline returns the desired pods that have an active

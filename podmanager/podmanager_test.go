@@ -1,11 +1,16 @@
 package podmanager_test
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/podmanager"
 )
@@ -37,4 +42,39 @@ func TestPodsOldestFirst(t *testing.T) {
 		m.AddOrUpdate(p)
 	}
 	assert.Equal(t, []*v1.Pod{a1, a2, b}, m.Pods(), "by creation, then UID")
+}
+
+// Pods stays oldest first, as sorting every pod would give, whatever the
+// order pods are added, updated (a new object, even a new creation time)
+// and removed in.
+func TestPodsStayOrderedThroughAddsUpdatesAndRemoves(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := podmanager.New()
+	want := map[types.UID]*v1.Pod{}
+	for step := range 3000 {
+		uid := types.UID(fmt.Sprintf("uid%d", rng.IntN(200)))
+		switch rng.IntN(4) {
+		case 0:
+			if p, ok := want[uid]; ok {
+				m.Remove(p)
+				delete(want, uid)
+				break
+			}
+			fallthrough
+		default:
+			// Few distinct times, so that ties are broken by UID.
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: string(uid), Namespace: "ns", UID: uid,
+				CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(rng.IntN(20)) * time.Second))}}
+			m.AddOrUpdate(p)
+			want[uid] = p
+		}
+		ref := make([]*v1.Pod, 0, len(want))
+		for _, p := range want {
+			ref = append(ref, p)
+		}
+		podmanager.SortByCreation(ref)
+		require.Equal(t, ref, m.Pods(), "step %d", step)
+	}
+	assert.Equal(t, []*v1.Pod{}, podmanager.New().Pods(), "empty, not nil")
 }
