@@ -154,3 +154,61 @@ func TestPodsAreSentInTheOrderTheyChanged(t *testing.T) {
 		awaitPatch(t, g, n)
 	}
 }
+
+// convertingClient answers a patch as a real apiserver does: its internal
+// pod keeps IP lists only, so podIPs and hostIPs come back filled from
+// podIP and hostIP.
+type convertingClient struct{ *statustest.PodClient }
+
+func (c convertingClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*v1.Pod, error) {
+	p, err := c.PodClient.Patch(ctx, name, pt, data, opts, sub...)
+	if err == nil {
+		if len(p.Status.PodIPs) == 0 && p.Status.PodIP != "" {
+			p.Status.PodIPs = []v1.PodIP{{IP: p.Status.PodIP}}
+		}
+		if len(p.Status.HostIPs) == 0 && p.Status.HostIP != "" {
+			p.Status.HostIPs = []v1.HostIP{{IP: p.Status.HostIP}}
+		}
+	}
+	return p, err
+}
+
+// A provider's status with podIP and hostIP alone (virtual-kubelet's mock
+// sets no lists) is sent as it is, and a later change's patch does not
+// send the lists the apiserver filled from them.
+func TestSingleIPsAreNoChangeAgainstTheListsTheAPIServerFilled(t *testing.T) {
+	ctx := context.Background()
+	pod := testPod("p", "uid1")
+	pod.ResourceVersion = "1" // as delivered: its first patch builds on it
+	f := statustest.New(pod)
+	m, _ := newManager(t, f, func(c *status.Config) {
+		c.PodClient = func(ns string) status.PodClient { return convertingClient{f.Pods(ns)} }
+	})
+	st := runningStatus("cri://a")
+	st.PodIP, st.HostIP = "5.6.7.8", "1.2.3.4"
+	m.SetPodStatus(pod, st)
+	m.Sync(ctx)
+	acts := f.Actions()
+	require.Len(t, acts, 1)
+	assert.NotContains(t, string(acts[0].Patch), "IPs", "the single IPs only")
+
+	st.Message = "later"
+	m.SetPodStatus(pod, st)
+	f.ClearActions()
+	m.Sync(ctx)
+	acts = f.Actions()
+	require.Len(t, acts, 1)
+	assert.Equal(t, statustest.VerbPatch, acts[0].Verb)
+	assert.NotContains(t, string(acts[0].Patch), "IPs", "only the message changed")
+
+	// A new single IP is a change: the list filled from the old one goes.
+	st.PodIP = "5.6.7.9"
+	m.SetPodStatus(pod, st)
+	f.ClearActions()
+	m.Sync(ctx)
+	acts = f.Actions()
+	require.Len(t, acts, 1)
+	assert.Contains(t, string(acts[0].Patch), `"podIP":"5.6.7.9"`)
+	assert.Contains(t, string(acts[0].Patch), `"podIPs":[{"$patch":"replace"}]`)
+	assert.NotContains(t, string(acts[0].Patch), "hostIPs")
+}

@@ -44,10 +44,13 @@ func statusPatch(uid types.UID, api, status *v1.PodStatus) (patch []byte, change
 	set("containerStatuses", !eq(api.ContainerStatuses, status.ContainerStatuses), status.ContainerStatuses, len(status.ContainerStatuses) == 0)
 	set("initContainerStatuses", !eq(api.InitContainerStatuses, status.InitContainerStatuses), status.InitContainerStatuses, len(status.InitContainerStatuses) == 0)
 	set("ephemeralContainerStatuses", !eq(api.EphemeralContainerStatuses, status.EphemeralContainerStatuses), status.EphemeralContainerStatuses, len(status.EphemeralContainerStatuses) == 0)
-	if !eq(api.PodIPs, status.PodIPs) {
+	// A status with a single IP and no list (a provider's, as
+	// virtual-kubelet's mock sets) has in the apiserver the list of that IP:
+	// its conversion fills one from the other. That list is no change.
+	if !eq(api.PodIPs, status.PodIPs) && !(len(status.PodIPs) == 0 && singleIP(len(api.PodIPs), func(i int) string { return api.PodIPs[i].IP }, status.PodIP)) {
 		fields["podIPs"] = replaceList(status.PodIPs)
 	}
-	if !eq(api.HostIPs, status.HostIPs) {
+	if !eq(api.HostIPs, status.HostIPs) && !(len(status.HostIPs) == 0 && singleIP(len(api.HostIPs), func(i int) string { return api.HostIPs[i].IP }, status.HostIP)) {
 		fields["hostIPs"] = replaceList(status.HostIPs)
 	}
 
@@ -113,4 +116,13 @@ func replaceList[T any](items []T) []any {
 		out = append(out, items[i])
 	}
 	return out
+}
+
+// singleIP reports whether a list of n IPs (the i-th at(i)) is what the
+// apiserver derives from the single IP ip: that IP alone, or none.
+func singleIP(n int, at func(int) string, ip string) bool {
+	if ip == "" {
+		return n == 0
+	}
+	return n == 1 && at(0) == ip
 }

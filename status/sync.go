@@ -48,22 +48,9 @@ func (m *Manager) syncBatch(ctx context.Context) int {
 		}
 	}
 	for uid, vs := range m.statuses {
-		apiUID := uid
-		if mr, ok := m.mirrors[uid]; ok {
-			apiUID = mr.uid
+		if m.needsReconcileLocked(uid, vs) {
+			todo = append(todo, uid)
 		}
-		switch {
-		case m.apiVersions[apiUID] < vs.version:
-		case vs.finished && vs.pod.DeletionTimestamp != nil && !podutil.IsStaticPod(vs.pod):
-			// Deletion may have waited for containers to stop.
-		case !vs.finished && podutil.IsStaticPod(vs.pod) && m.mirrors[uid].uid != "":
-			// Static pods are few: check that their mirror is still there.
-			// One without a mirror (none wanted) is skipped, as the
-			// kubelet's needsReconcile does, rather than read as NotFound.
-		default:
-			continue
-		}
-		todo = append(todo, uid)
 	}
 	m.apiMu.Unlock()
 	m.mu.Unlock()
@@ -73,6 +60,27 @@ func (m *Manager) syncBatch(ctx context.Context) int {
 	}
 	m.syncAll(ctx, todo)
 	return len(todo)
+}
+
+// needsReconcileLocked reports whether the periodic reconcile syncs uid.
+// Callers hold mu and apiMu.
+func (m *Manager) needsReconcileLocked(uid types.UID, vs *versionedStatus) bool {
+	apiUID := uid
+	if mr, ok := m.mirrors[uid]; ok {
+		apiUID = mr.uid
+	}
+	switch {
+	case m.apiVersions[apiUID] < vs.version:
+	case vs.finished && vs.pod.DeletionTimestamp != nil && !podutil.IsStaticPod(vs.pod):
+		// Deletion may have waited for containers to stop.
+	case !vs.finished && podutil.IsStaticPod(vs.pod) && m.mirrors[uid].uid != "":
+		// Static pods are few: check that their mirror is still there.
+		// One without a mirror (none wanted) is skipped, as the
+		// kubelet's needsReconcile does, rather than read as NotFound.
+	default:
+		return false
+	}
+	return true
 }
 
 // syncAll syncs todo's pods, SyncWorkers at a time (each pod's sync is a
@@ -107,14 +115,18 @@ func (m *Manager) syncAll(ctx context.Context, todo []types.UID) {
 	wg.Wait()
 }
 
-// syncClaimed syncs uid's latest status unless a sync worker has the pod.
+// syncClaimed syncs uid's latest status unless a sync worker has the pod
+// or, since the batch listed it, has synced it.
 func (m *Manager) syncClaimed(ctx context.Context, uid types.UID) {
 	if !m.tryClaim(uid) {
 		return
 	}
 	defer m.release(uid)
 	m.mu.Lock()
+	m.apiMu.Lock()
 	vs, ok := m.statuses[uid]
+	ok = ok && m.needsReconcileLocked(uid, vs)
+	m.apiMu.Unlock()
 	m.mu.Unlock()
 	if ok {
 		m.syncPod(ctx, uid, vs)
