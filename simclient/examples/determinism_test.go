@@ -35,15 +35,13 @@ import (
 // same instant, give the same event log in every run of a seed.
 func TestThreeControllersGiveOneLog(t *testing.T) {
 	if raceEnabled {
-		// The race detector's scheduling exposes a race left in one
-		// virtual instant (issue 31; docs/reliability.md): a readiness
-		// worker's initial result and its first verdict reach the agent
-		// as one probe update or two, and the pod worker syncs once or
-		// twice in that instant; a second sync waits for the next relist
-		// and the pod's resyncs are timed from there, so later
-		// coincidences of a resync with a relist differ between runs (a
-		// status a second apart, 1 run in 40 to 100 under -race). The
-		// check runs without it, 50 runs, in .ci/run's own step.
+		// Under the race detector, runs still part within a virtual
+		// instant at times (issue 31; docs/reliability.md): a new pod
+		// synced once or twice in one instant, and a node's relists moved
+		// half a second for the rest of a run, as if the clock had
+		// stepped while a relist ran; an event log differed in about 1
+		// run in 100. The check runs without it, 50 runs, in .ci/run's
+		// own step.
 		t.Skip("determinism is checked without -race (.ci/run runs it 50 times)")
 	}
 	runs := 50
