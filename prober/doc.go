@@ -14,7 +14,10 @@
 // passed; liveness and readiness wait for the startup probe. A verdict
 // needs successThreshold successes or failureThreshold failures in a row.
 // Readiness is Failure for a new container instance until the first
-// verdict, liveness Success, startup Unknown. After a liveness failure or
+// verdict, liveness Success, startup Unknown; that initial result is in
+// the results cache but not on the updates stream (the kubelet sends it,
+// and syncs the pod for nothing: the status already says as much), so a
+// new instance's first verdict is its one update. After a liveness failure or
 // any startup verdict the worker waits for a new instance of the container.
 // A probe that errors (rather than fails: bad spec, unknown named port, a
 // runtime error) gives no verdict and an Unhealthy event saying why.

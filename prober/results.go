@@ -119,6 +119,19 @@ func (r *results) set(t ProbeType, id runtime.ContainerID, pod types.UID, res Re
 	}
 }
 
+// init records res as the first result of a new container instance
+// without queueing an update: the initial result (Failure for readiness,
+// Success for liveness, Unknown for startup) is what the pod's status
+// already says of a container with no result, so an update would only
+// sync the pod for nothing. Queued, it would reach the agent as an update
+// of its own or be overtaken by the first verdict, as the results pump
+// happens to run, and a pod would sync once or twice in one instant.
+func (r *results) init(t ProbeType, id runtime.ContainerID, res Result) {
+	r.mu.Lock()
+	r.current[resultKey{t, id}] = res
+	r.mu.Unlock()
+}
+
 func (r *results) remove(t ProbeType, id runtime.ContainerID) {
 	r.mu.Lock()
 	delete(r.current, resultKey{t, id})

@@ -222,7 +222,7 @@ func (w *worker) doProbe(ctx context.Context) (keepGoing bool) {
 			w.m.results.remove(w.typ, w.cid)
 		}
 		w.cid, w.cidStr = id, c.ContainerID
-		w.m.results.set(w.typ, w.cid, w.pod.UID, w.initial)
+		w.m.results.init(w.typ, w.cid, w.initial)
 		// A new instance starts afresh (the kubelet keeps the run count
 		// across instances; a threshold is about one instance).
 		w.onHold, w.last, w.run = false, Unknown, 0

@@ -532,3 +532,50 @@ func TestAnExecProbeOutlivingTheProbersBoundTimesOut(t *testing.T) {
 		})
 	}
 }
+
+// A new container instance's initial result is in the results cache but
+// not an update: while readiness keeps failing nothing is sent (the
+// status already says not ready), and the first success is the one
+// update, so a pod syncs once for it, not once or twice as the results
+// pump happens to run.
+func TestInitialResultIsNoUpdate(t *testing.T) {
+	for _, typ := range []ProbeType{Readiness, Liveness, Startup} {
+		t.Run(typ.String(), func(t *testing.T) {
+			withEnv(t, func(e *env) {
+				p := execProbe("check")
+				p.FailureThreshold = 10 // no verdict from the failures below
+				c := v1.Container{Name: "app"}
+				switch typ {
+				case Readiness:
+					c.ReadinessProbe = p
+				case Liveness:
+					c.LivenessProbe = p
+				case Startup:
+					c.StartupProbe = p
+				}
+				pod := podWith("u1", c)
+				e.running(pod, "app", "fake://c1", 0, typ != Startup)
+				e.runner.setCode("check", 1)
+				e.m.AddPod(pod)
+				e.step(0)
+				e.step(time.Second)
+				if typ == Readiness && e.result(typ, "fake://c1") != Failure {
+					t.Fatalf("readiness %v before a verdict, want Failure", e.result(typ, "fake://c1"))
+				}
+				if got := e.received(); len(got) != 0 {
+					t.Fatalf("updates before a verdict: %v", got)
+				}
+				if typ == Liveness {
+					return // its first verdict would be a failure
+				}
+				e.runner.setCode("check", 0)
+				e.step(time.Second)
+				e.step(0)
+				got := e.received()
+				if len(got) != 1 || got[0].Result != Success || got[0].Type != typ {
+					t.Fatalf("updates after the first success: %v, want one %v Success", got, typ)
+				}
+			})
+		})
+	}
+}

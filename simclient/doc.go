@@ -52,6 +52,13 @@
 // propagation are deleted and the owner goes once none is left; the
 // orphan policy removes the owner references of the Server's own objects.
 //
+// The namespace controller: a new Namespace gets the kubernetes finalizer
+// and phase Active; deleting it makes it Terminating (deletionTimestamp,
+// the finalizer kept), refuses new content in it (403, as the apiserver's
+// NamespaceLifecycle admission), deletes its objects (pods gracefully)
+// and, once none is left, removes the finalizer and with it the
+// namespace. sim's Leases and Events in it are left and do not hold it.
+//
 // Virtual time. Nothing on the request path waits on the wall clock: a
 // request is served by a goroutine writing into a pipe. Watches ignore
 // timeoutSeconds (client-go re-watches after a wall-clock back-off when a
@@ -78,7 +85,9 @@
 // Where it differs from an apiserver: no admission, validation or
 // defaulting beyond sim's for pods; no conversion between versions (each
 // group version is its own store); no server-side apply field management;
-// Nodes, Leases and Events cannot be deleted, Events not updated; a
-// namespace's deletion does not delete its objects; resourceVersions of
+// Nodes, Leases and Events cannot be deleted, Events not updated; no
+// finalize subresource (a Namespace's spec.finalizers are the Server's,
+// kept on updates) and no namespace status conditions; objects in a
+// namespace that does not exist are accepted; resourceVersions of
 // sim's kinds and of the Server's own kinds are separate sequences.
 package simclient

@@ -31,6 +31,7 @@ func (s *Server) collectGarbage(ctx context.Context) {
 		case <-s.gcWake:
 		}
 		s.gcPass()
+		s.namespacePass()
 	}
 }
 

@@ -58,10 +58,19 @@ func (s *Server) create(r *resource, ns string, obj runtime.Object) (runtime.Obj
 		return nil, apierrors.NewInvalid(r.gvk.GroupKind(), "", nil)
 	}
 	if r.sim {
+		if err := s.terminating(r, ns); err != nil {
+			return nil, err
+		}
 		return s.simCreate(r, ns, obj)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.terminatingLocked(r, ns); err != nil {
+		return nil, err
+	}
+	if n, ok := obj.(*corev1.Namespace); ok {
+		defaultNamespace(n)
+	}
 	if m.GetName() == "" {
 		// Keyed by the prefix: controllers generating names in one instant
 		// get the same names in every run.
@@ -123,9 +132,17 @@ func (s *Server) update(r *resource, ns, name string, obj runtime.Object, sub st
 	if same(old, nw) {
 		return old, nil // a no-op: no new resourceVersion, no event
 	}
+	finalized := true
+	if n, ok := nw.(*corev1.Namespace); ok {
+		// spec.finalizers change through the namespace controller
+		// (namespacePass) only, as through the apiserver's finalize
+		// subresource.
+		n.Spec.Finalizers = old.(*corev1.Namespace).Spec.Finalizers
+		finalized = len(n.Spec.Finalizers) == 0
+	}
 	nm := objectMeta(nw)
 	nm.SetResourceVersion(s.nextRV())
-	if nm.GetDeletionTimestamp() != nil && len(nm.GetFinalizers()) == 0 {
+	if nm.GetDeletionTimestamp() != nil && len(nm.GetFinalizers()) == 0 && finalized {
 		t.apply(watch.Deleted, nw, old)
 		s.wakeGC()
 		return nw, nil
@@ -246,6 +263,9 @@ func (s *Server) del(r *resource, ns, name string, opts metav1.DeleteOptions) (r
 	}
 	if om.GetDeletionTimestamp() != nil {
 		return old, nil
+	}
+	if n, ok := old.(*corev1.Namespace); ok && len(n.Spec.Finalizers) > 0 {
+		return s.markNamespaceLocked(t, n), nil
 	}
 	fins := om.GetFinalizers()
 	policy := metav1.DeletePropagationBackground

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -464,4 +465,88 @@ func TestDynamicClientCustomResource(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// Deleting a namespace does what the namespace controller does: the
+// namespace is Terminating (its kubernetes finalizer kept) and takes no
+// new content; its objects are deleted, its pods gracefully by their
+// agent; once it is empty it is gone. Another namespace's objects stay.
+func TestNamespaceDeletionDeletesItsObjects(t *testing.T) {
+	ctx := context.Background()
+	cl, _, cs := newServer(t, 1, "n1")
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) || ns.Status.Phase != corev1.NamespaceActive {
+		t.Fatalf("new namespace: finalizers %v, phase %q", ns.Spec.Finalizers, ns.Status.Phase)
+	}
+	for _, n := range []string{"team", "default"} {
+		if _, err := cs.CoreV1().ConfigMaps(n).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := testPod("web")
+		p.Namespace = n
+		if _, err := cs.CoreV1().Pods(n).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cs.AppsV1().Deployments("team").Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "app"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "a"}}, Spec: testPod("x").Spec}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RunFor(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := cs.CoreV1().Namespaces().Delete(ctx, "team", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ns, err = cs.CoreV1().Namespaces().Get(ctx, "team", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the namespace is gone while its pod terminates: %v", err)
+	}
+	if ns.DeletionTimestamp == nil || ns.Status.Phase != corev1.NamespaceTerminating || !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+		t.Fatalf("deleted namespace: deletionTimestamp %v, phase %q, finalizers %v", ns.DeletionTimestamp, ns.Status.Phase, ns.Spec.Finalizers)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("team").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("a configmap created in the terminating namespace: %v, want Forbidden", err)
+	}
+	late := testPod("late")
+	late.Namespace = "team"
+	if _, err := cs.CoreV1().Pods("team").Create(ctx, late, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("a pod created in the terminating namespace: %v, want Forbidden", err)
+	}
+	if err := errOf(cs.CoreV1().ConfigMaps("team").Get(ctx, "cfg", metav1.GetOptions{})); !apierrors.IsNotFound(err) {
+		t.Errorf("the namespace's configmap: %v, want NotFound", err)
+	}
+	if p, err := cs.CoreV1().Pods("team").Get(ctx, "web", metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
+		t.Errorf("the namespace's pod, right after: %v (err %v), want it terminating", p.GetDeletionTimestamp(), err)
+	}
+
+	if err := cl.RunFor(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for what, err := range map[string]error{
+		"namespace":  errOf(cs.CoreV1().Namespaces().Get(ctx, "team", metav1.GetOptions{})),
+		"pod":        errOf(cs.CoreV1().Pods("team").Get(ctx, "web", metav1.GetOptions{})),
+		"deployment": errOf(cs.AppsV1().Deployments("team").Get(ctx, "app", metav1.GetOptions{})),
+	} {
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s left: %v", what, err)
+		}
+	}
+	for what, err := range map[string]error{
+		"configmap": errOf(cs.CoreV1().ConfigMaps("default").Get(ctx, "cfg", metav1.GetOptions{})),
+		"pod":       errOf(cs.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})),
+	} {
+		if err != nil {
+			t.Errorf("default's %s: %v", what, err)
+		}
+	}
 }
