@@ -68,7 +68,10 @@ type Agent struct {
 	// sourcesReady reports whether every source has sent its pods; set in
 	// Run, read by the eviction manager's container GC.
 	sourcesReady atomic.Pointer[func() bool]
-	metrics      *agentMetrics // nil: none
+	// life is Run's inner context, set in Run: the runtime's SyncPod ends
+	// with it rather than with the pod's sync (see runtimeContext).
+	life    atomic.Pointer[context.Context]
+	metrics *agentMetrics // nil: none
 
 	// runtimeErr holds why the last runtime check failed, or a nil error.
 	runtimeErr atomic.Pointer[error]
@@ -286,6 +289,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	ready := podconfig.NewSourcesReady(podCfg.SeenAllSources)
 	allReady := ready.AllReady
 	a.sourcesReady.Store(&allReady)
+	a.life.Store(&inner)
 
 	a.checkRuntime(inner)
 	spawn("runtime-check", inner, func(ctx context.Context) error {

