@@ -874,11 +874,16 @@ func (p *PodWorkers) cleanupUnstartedPod(uid types.UID, status *podSyncStatus) {
 // completeWork queues the pod's next sync and reports whether another
 // update is pending for the worker; if none is, the worker stops.
 func (p *PodWorkers) completeWork(uid types.UID, lastSync time.Time, transition bool, err error) bool {
+	retry, retryAfter := RetryDelay(err)
 	switch {
 	case transition:
 		p.queue.Enqueue(uid, 0)
 	case err == nil:
 		p.queue.Enqueue(uid, p.jitter(p.resync, resyncJitterFactor))
+	case retryAfter:
+		// Capped so that a wait longer than the resync interval still
+		// gets the pod its periodic sync; that sync says the rest.
+		p.queue.Enqueue(uid, min(retry, p.resync))
 	case errors.Is(err, ErrTransient):
 		p.queue.Enqueue(uid, p.jitter(p.transientBackOff, backOffJitterFactor))
 	default:
