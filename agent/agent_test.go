@@ -228,11 +228,10 @@ func TestCrashingContainerRestartsWithBackOff(t *testing.T) {
 	rt, _ := fake.New(fake.Config{})
 	rt.SetContainerBehavior("crash", fake.Behavior{Exit: true, ExitAfter: 5 * time.Millisecond, ExitCode: 2})
 	c := fastConfig(rt)
-	// The sync that restarts a container shows it waiting only until the
-	// next relist. A back-off longer than the retry after a back-off error
-	// (podworkers' TransientBackOff, 1s, drained on the sync loop's 1s tick)
-	// puts a sync inside the back-off, whose waiting state lasts until the
-	// restart, a second or more: the 10ms polls below cannot miss it.
+	// The sync that finds an exit held back by the back-off writes the
+	// waiting state (status.GenerateOptions.BackOff), and the pod is due
+	// again when the back-off ends (podworkers.RetryAfter), so the state
+	// lasts the whole 3s back-off: the 10ms polls below cannot miss it.
 	c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax = 3*time.Second, 3*time.Second
 	r := start(t, c)
 	pod := newPod("crashy", v1.RestartPolicyAlways, "crash")

@@ -45,6 +45,17 @@
 // killed gets a FailedKillPod event. Exec probes need a runtime that implements
 // runtime.CommandRunner.
 //
+// A container that exits while its crash-loop back-off holds it back is
+// shown waiting with reason CrashLoopBackOff by the sync that finds the
+// exit (status.GenerateOptions.BackOff), and the pod is due again exactly
+// when the back-off ends (podworkers.RetryAfter), not every
+// TransientBackOff: each sync in between would record one more BackOff
+// event, an apiserver write. The kubelet (v1.37) retries at the back-off's
+// end plus up to 50 % jitter and shows CrashLoopBackOff from its next
+// sync, often the restart's. A failure other than a back-off in the same
+// sync keeps SyncErrorBackOff; an image pull back-off, whose end the
+// runtime does not report, is retried after TransientBackOff.
+//
 // As the kubelet, the agent fails a pod past its spec.activeDeadlineSeconds
 // (reason DeadlineExceeded) at the first sync tick after the deadline and
 // kills it, and passes the pod's image pull secrets, read through

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,7 +33,7 @@ func (a *Agent) generate(pod *v1.Pod, rs *runtime.PodStatus, terminal bool) v1.P
 		rs = &runtime.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	st := status.GeneratePodStatus(pod, rs, old, status.GenerateOptions{
-		Reasons: a.reasons, HostIPs: a.cfg.NodeIPs, PodIsTerminal: terminal, Probes: (*storedProbes)(a),
+		Reasons: a.reasons, BackOff: a.backoff, HostIPs: a.cfg.NodeIPs, PodIsTerminal: terminal, Probes: (*storedProbes)(a),
 	})
 	a.failPastDeadline(pod, &st)
 	return st
@@ -98,16 +99,31 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 		// sooner (an evented PLEG streams the start instead).
 		a.pleg.RequestRelist()
 	}
-	err = res.Error()
-	if err == nil {
-		return false, nil
+	return false, syncError(res)
+}
+
+// syncError is the error a sync with result res hands the pod workers,
+// which decides when the pod is due again: nil (the resync interval), a
+// back-off-only failure as podworkers.RetryAfter the earliest crash-loop
+// back-off's end (ErrTransient, TransientBackOff, if an image pull
+// back-off does not say when it ends), any other failure as it is
+// (Config.SyncErrorBackOff).
+func syncError(res runtime.PodSyncResult) error {
+	err := res.Error()
+	if err == nil || !onlyBackOff(res) {
+		return err
 	}
-	if onlyBackOff(res) {
-		// Containers wait out their back-off: look again soon rather than
-		// after the long error back-off, so restarts keep their rhythm.
-		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
+	// Containers wait out their back-off: look again exactly when the
+	// first crash-loop back-off ends (as the kubelet's BackoffError,
+	// without its jitter), so restarts keep their rhythm, and not every
+	// TransientBackOff meanwhile, each sync a BackOff event (an apiserver
+	// write). The status this sync stored already says CrashLoopBackOff
+	// (GenerateOptions.BackOff).
+	err = fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
+	if left, ok := backOffLeft(res); ok {
+		return podworkers.RetryAfter(err, left)
 	}
-	return false, err
+	return err
 }
 
 // runtimeContext returns the context of the runtime's SyncPod: ctx's
@@ -203,6 +219,25 @@ func startedContainers(res runtime.PodSyncResult) bool {
 		}
 	}
 	return false
+}
+
+// backOffLeft is the least wait left of res's crash-loop back-offs, false
+// if a failed step does not say (an image pull back-off).
+func backOffLeft(res runtime.PodSyncResult) (time.Duration, bool) {
+	least, ok := time.Duration(0), false
+	for _, r := range res.SyncResults {
+		if r.Error == nil {
+			continue
+		}
+		left, says := runtime.BackOffRemaining(r.Error)
+		if !says {
+			return 0, false
+		}
+		if !ok || left < least {
+			least, ok = left, true
+		}
+	}
+	return least, ok
 }
 
 // onlyBackOff reports whether every failed step of res is a back-off.

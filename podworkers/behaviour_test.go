@@ -167,6 +167,14 @@ func TestRequeueDelays(t *testing.T) {
 		{name: "a successful sync is due again after the resync interval plus jitter", min: time.Minute, max: 90 * time.Second},
 		{name: "a failed sync backs off", err: errors.New("boom"), min: 10 * time.Second, max: 15 * time.Second},
 		{name: "a transient failure retries sooner", err: fmt.Errorf("network not ready: %w", podworkers.ErrTransient), min: time.Second, max: 1500 * time.Millisecond},
+		{name: "a failure that says when to retry is due then, without jitter",
+			err: podworkers.RetryAfter(fmt.Errorf("back-off: %w", podworkers.ErrTransient), 7*time.Second), min: 7 * time.Second, max: 7 * time.Second},
+		{name: "a retry time wrapped further is still seen",
+			err: fmt.Errorf("sync: %w", podworkers.RetryAfter(errors.New("back-off"), 3*time.Second)), min: 3 * time.Second, max: 3 * time.Second},
+		{name: "a retry later than the resync interval is due at the resync interval",
+			err: podworkers.RetryAfter(errors.New("back-off 5m"), 5*time.Minute), min: time.Minute, max: time.Minute},
+		{name: "a retry time in the past is due at once",
+			err: podworkers.RetryAfter(errors.New("back-off over"), -time.Second), min: 0, max: 0},
 		{name: "a terminal pod moves on at once", terminal: true, min: 0, max: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

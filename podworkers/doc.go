@@ -34,8 +34,13 @@
 //
 // After each sync the pod is put in the ResyncQueue: after ResyncInterval (plus
 // jitter) on success, BackOff on error, TransientBackOff on an error wrapping
-// ErrTransient, at once on a state change. The sync loop drains due pods
-// from the Queue on its sync tick and syncs them again.
+// ErrTransient, exactly d (without jitter, at most ResyncInterval) after
+// an error made by RetryAfter(err, d) (the agent's when only crash-loop
+// back-offs held the sync back: the pod is due when the first ends, as the
+// kubelet's BackoffError, whose jitter it drops), at once on a state
+// change. The sync loop drains due pods from the Queue on its sync tick
+// and syncs them again; an update or a PLEG event syncs a pod at once
+// whenever it is due.
 //
 // Given a prometheus.Registerer (Config.Registerer), the workers keep the
 // kubelet's kubelet_pod_worker_duration_seconds{operation_type} (from an

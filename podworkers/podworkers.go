@@ -871,6 +871,20 @@ func (p *PodWorkers) cleanupUnstartedPod(uid types.UID, status *podSyncStatus) {
 	p.stopWorker(status)
 }
 
+// retryDelay is how long after a sync that failed with err the pod is
+// due again.
+func (p *PodWorkers) retryDelay(err error) time.Duration {
+	if d, ok := RetryDelay(err); ok {
+		// Capped so that a wait longer than the resync interval still
+		// gets the pod its periodic sync; that sync says the rest.
+		return min(d, p.resync)
+	}
+	if errors.Is(err, ErrTransient) {
+		return p.jitter(p.transientBackOff, backOffJitterFactor)
+	}
+	return p.jitter(p.backOff, backOffJitterFactor)
+}
+
 // completeWork queues the pod's next sync and reports whether another
 // update is pending for the worker; if none is, the worker stops.
 func (p *PodWorkers) completeWork(uid types.UID, lastSync time.Time, transition bool, err error) bool {
@@ -879,10 +893,8 @@ func (p *PodWorkers) completeWork(uid types.UID, lastSync time.Time, transition 
 		p.queue.Enqueue(uid, 0)
 	case err == nil:
 		p.queue.Enqueue(uid, p.jitter(p.resync, resyncJitterFactor))
-	case errors.Is(err, ErrTransient):
-		p.queue.Enqueue(uid, p.jitter(p.transientBackOff, backOffJitterFactor))
 	default:
-		p.queue.Enqueue(uid, p.jitter(p.backOff, backOffJitterFactor))
+		p.queue.Enqueue(uid, p.retryDelay(err))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -194,3 +194,33 @@ type ResyncQueue interface {
 	// Enqueue makes uid due after delay, replacing an earlier due time.
 	Enqueue(uid types.UID, delay time.Duration)
 }
+
+// RetryAfter wraps err so that the pod's next sync is due exactly d later
+// (at most Config.ResyncInterval, as the kubelet caps it), without jitter,
+// rather than after Config.BackOff or TransientBackOff; an update or a PLEG
+// event still syncs it at once. A syncer that knows when what it waits for
+// ends says so (the agent: when a container's crash-loop back-off ends), so
+// the pod is neither synced for nothing meanwhile nor late. The kubelet
+// waits the same, from its BackoffError, plus jitter. errors.Is and As see
+// through it to err. A negative d is 0.
+func RetryAfter(err error, d time.Duration) error {
+	return &retryAfterError{err: err, after: max(0, d)}
+}
+
+// RetryDelay returns the d that RetryAfter wrapped into err (anywhere in
+// its chain), and false if err has none.
+func RetryDelay(err error) (time.Duration, bool) {
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		return ra.after, true
+	}
+	return 0, false
+}
+
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }

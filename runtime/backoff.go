@@ -77,6 +77,19 @@ func (b *Backoff) IsInBackOffSince(key string, eventTime time.Time) bool {
 	return b.clock.Since(eventTime) < e.delay
 }
 
+// remainingSince returns key's delay and how much of it is left after a
+// failure at eventTime: no time left when IsInBackOffSince is false. One
+// lock for both, so the message's delay is the one the wait is from.
+func (b *Backoff) remainingSince(key string, eventTime time.Time) (delay, left time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.perEntry[key]
+	if !ok || b.expired(e, eventTime) {
+		return 0, 0
+	}
+	return e.delay, e.delay - b.clock.Since(eventTime)
+}
+
 // IsInBackOffSinceUpdate reports whether key's delay has not yet passed
 // between its last Next and eventTime. Image pulls use it with the current
 // time, as the kubelet's image manager does: a pull that failed is not

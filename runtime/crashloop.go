@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -21,26 +23,71 @@ import (
 //
 // Otherwise the restart is recorded (the next exit doubles the delay) and
 // it returns nil. A container that never exited, a nil b or a nil st never
-// wait.
+// wait. BackOffRemaining tells from the error how long the wait has left.
 func CrashLoopBackOff(b *Backoff, pod *v1.Pod, c *v1.Container, st *PodStatus) (string, error) {
-	if b == nil || st == nil {
-		return "", nil
-	}
-	var last *ContainerStatus
-	for _, cs := range st.ContainerStatuses {
-		if cs.Name == c.Name && cs.State == ContainerStateExited {
-			last = cs // newest first: the latest exit
-			break
-		}
-	}
+	last := lastExit(b, c, st)
 	if last == nil {
 		return "", nil
 	}
-	key := BackoffKey(pod, c)
-	if b.IsInBackOffSince(key, last.FinishedAt) {
-		msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", b.Get(key), c.Name, pod.Name, pod.Namespace, pod.UID)
-		return msg, fmt.Errorf("%w: %s", ErrCrashLoopBackOff, msg)
+	if msg, left, ok := inBackOff(b, pod, c, last); ok {
+		return msg, &backOffError{err: fmt.Errorf("%w: %s", ErrCrashLoopBackOff, msg), left: left}
 	}
-	b.Next(key, last.FinishedAt)
+	b.Next(BackoffKey(pod, c), last.FinishedAt)
 	return "", nil
+}
+
+// InCrashLoopBackOff reports whether CrashLoopBackOff would refuse to start
+// c now, with its message and the wait left, without recording anything:
+// status generation uses it to show the container waiting with reason
+// CrashLoopBackOff from the sync that finds it backing off, rather than
+// from a later one.
+func InCrashLoopBackOff(b *Backoff, pod *v1.Pod, c *v1.Container, st *PodStatus) (msg string, left time.Duration, ok bool) {
+	last := lastExit(b, c, st)
+	if last == nil {
+		return "", 0, false
+	}
+	return inBackOff(b, pod, c, last)
+}
+
+// lastExit is the newest exited instance of c in st, nil if none (or b or
+// st is nil: nothing waits).
+func lastExit(b *Backoff, c *v1.Container, st *PodStatus) *ContainerStatus {
+	if b == nil || st == nil || c == nil {
+		return nil
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.Name == c.Name && cs.State == ContainerStateExited {
+			return cs // newest first: the latest exit
+		}
+	}
+	return nil
+}
+
+func inBackOff(b *Backoff, pod *v1.Pod, c *v1.Container, last *ContainerStatus) (string, time.Duration, bool) {
+	key := BackoffKey(pod, c)
+	delay, left := b.remainingSince(key, last.FinishedAt)
+	if left <= 0 {
+		return "", 0, false
+	}
+	return fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, pod.Name, pod.Namespace, pod.UID), left, true
+}
+
+// backOffError is CrashLoopBackOff's refusal, with the wait it has left.
+type backOffError struct {
+	err  error
+	left time.Duration
+}
+
+func (e *backOffError) Error() string { return e.err.Error() }
+func (e *backOffError) Unwrap() error { return e.err }
+
+// BackOffRemaining returns how long the crash-loop back-off that err
+// (from CrashLoopBackOff, possibly wrapped) had left when it was refused,
+// and false for an error that does not say.
+func BackOffRemaining(err error) (time.Duration, bool) {
+	var be *backOffError
+	if errors.As(err, &be) {
+		return be.left, true
+	}
+	return 0, false
 }

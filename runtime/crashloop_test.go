@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -43,7 +44,13 @@ func TestCrashLoopBackOff(t *testing.T) {
 				b.Next(BackoffKey(pod, c), t0.Add(r))
 			}
 			clk.SetTime(t0.Add(tt.now))
-			msg, err := CrashLoopBackOff(b, pod, c, &PodStatus{ContainerStatuses: tt.statuses})
+			st := &PodStatus{ContainerStatuses: tt.statuses}
+			delay := b.Get(BackoffKey(pod, c))
+			wmsg, wleft, waits := InCrashLoopBackOff(b, pod, c, st)
+			assert.Equal(t, tt.wantWait, waits, "InCrashLoopBackOff agrees with CrashLoopBackOff")
+			assert.Equal(t, delay, b.Get(BackoffKey(pod, c)), "InCrashLoopBackOff records nothing")
+			msg, err := CrashLoopBackOff(b, pod, c, st)
+			assert.Equal(t, wmsg, msg, "InCrashLoopBackOff says CrashLoopBackOff's message")
 			if !tt.wantWait {
 				assert.NoError(t, err)
 				assert.Empty(t, msg)
@@ -52,7 +59,19 @@ func TestCrashLoopBackOff(t *testing.T) {
 			require.True(t, errors.Is(err, ErrCrashLoopBackOff), "err %v wraps ErrCrashLoopBackOff", err)
 			assert.Equal(t, "back-off 10s restarting failed container=app pod=web_default(uid-1)", msg)
 			assert.Equal(t, "CrashLoopBackOff", Reason(err))
+			// finished at t0+5s, 10s delay, now t0+6s: 9s left
+			left, ok := BackOffRemaining(fmt.Errorf("StartContainer: %w", err))
+			assert.True(t, ok)
+			assert.Equal(t, 9*time.Second, left)
+			assert.Equal(t, left, wleft, "InCrashLoopBackOff says the same wait")
 		})
+	}
+}
+
+func TestBackOffRemainingOfOtherErrors(t *testing.T) {
+	for _, err := range []error{nil, ErrCrashLoopBackOff, ErrImagePullBackOff, errors.New("x")} {
+		_, ok := BackOffRemaining(err)
+		assert.False(t, ok, "%v says no wait", err)
 	}
 }
 

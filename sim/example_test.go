@@ -47,9 +47,10 @@ func Example() {
 		cs := p.Status.ContainerStatuses[0]
 		fmt.Println(p.Name, p.Spec.NodeName, p.Status.Phase, "restarts:", cs.RestartCount)
 	}
-	// The crash pod's log from its first exit to its first back-off.
+	// The crash pod's log from its first exit (restarted at once) through
+	// its first back-off (10s, waiting from the exit it holds back).
 	for _, e := range cl.Events() {
-		if e.Object == "default/crash" && e.Time.Sub(start) >= 10*time.Second && e.Time.Sub(start) <= 22*time.Second {
+		if e.Object == "default/crash" && e.Time.Sub(start) >= 10*time.Second && e.Time.Sub(start) <= 31*time.Second {
 			fmt.Println(e)
 		}
 	}
@@ -66,7 +67,11 @@ func Example() {
 	// 00:00:11 Pod default/crash app running
 	// 00:00:20 Pod default/crash event Warning BackOff (node-a, spec.containers{app}): Back-off restarting failed container app in pod crash_default(5fc2983a-f893-4c6f-b2b1-1cffb671fc7f)
 	// 00:00:20 Pod default/crash ready False
-	// 00:00:20 Pod default/crash app terminated Error (1)
-	// 00:00:22 Pod default/crash event Warning BackOff (node-a, spec.containers{app}): Back-off restarting failed container app in pod crash_default(5fc2983a-f893-4c6f-b2b1-1cffb671fc7f)
-	// 00:00:22 Pod default/crash app waiting CrashLoopBackOff
+	// 00:00:20 Pod default/crash app waiting CrashLoopBackOff
+	// 00:00:30 Pod default/crash event Normal Created (node-a, spec.containers{app}): Created container: app
+	// 00:00:30 Pod default/crash event Normal Pulled (node-a, spec.containers{app}): Container image "app:1" already present on machine
+	// 00:00:30 Pod default/crash event Normal Started (node-a, spec.containers{app}): Started container app
+	// 00:00:31 Pod default/crash ready True
+	// 00:00:31 Pod default/crash app restarts 2
+	// 00:00:31 Pod default/crash app running
 }

@@ -22,7 +22,9 @@ const (
 	StartDelayAnnotation = "sim.nodekit.io/start-delay"
 	// ExitAnnotation: run for a duration, then exit with a code (default
 	// 0), e.g. "app=30s:1"; with restartPolicy Always a non-zero code
-	// crash-loops under the kubelet's back-off.
+	// crash-loops under the kubelet's back-off (10s doubling to 5m): from
+	// the second exit on, the container is shown waiting CrashLoopBackOff
+	// from its exit and restarted exactly when its back-off ends.
 	ExitAnnotation = "sim.nodekit.io/exit"
 	// ReadyAfterAnnotation: probes (for example a readiness probe) fail
 	// until the container has run this long, e.g. "20s": exec probes exit

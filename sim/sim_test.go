@@ -144,19 +144,38 @@ func TestCrashLoopBackOffIntervalsAreExact(t *testing.T) {
 	cl := newCluster(t, sim.Config{}, "n1")
 	run(t, cl, time.Second)
 	create(t, cl, pod("crash", map[string]string{sim.ExitAnnotation: "0s:1"}))
+	// Every instance's start, from whichever field shows it: an instance
+	// that exits at once is seen as the state or the last state, and a
+	// status write may skip one of the two (the exit a back-off holds
+	// back is shown waiting at once, with the exit as the last state).
 	var starts []time.Time
+	seen := func(s v1.ContainerState) {
+		var at time.Time
+		switch {
+		case s.Running != nil:
+			at = s.Running.StartedAt.Time
+		case s.Terminated != nil:
+			at = s.Terminated.StartedAt.Time
+		default:
+			return
+		}
+		if !slices.ContainsFunc(starts, at.Equal) {
+			starts = append(starts, at)
+		}
+	}
 	var backoffs []string
+	var waitedSince []time.Time // when each CrashLoopBackOff wait was first seen
 	err := cl.RunUntil(context.Background(), 30*time.Minute, func() bool {
 		p := get(t, cl, "crash")
 		if len(p.Status.ContainerStatuses) == 1 {
 			cs := p.Status.ContainerStatuses[0]
-			if last := cs.LastTerminationState.Terminated; last != nil && (len(starts) == 0 || !starts[len(starts)-1].Equal(last.StartedAt.Time)) {
-				starts = append(starts, last.StartedAt.Time)
-			}
+			seen(cs.LastTerminationState)
+			seen(cs.State)
 			if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
 				b, _, _ := strings.Cut(strings.TrimPrefix(w.Message, "back-off "), " ")
 				if len(backoffs) == 0 || backoffs[len(backoffs)-1] != b {
 					backoffs = append(backoffs, b)
+					waitedSince = append(waitedSince, cl.Clock().Now())
 				}
 			}
 		}
@@ -165,30 +184,77 @@ func TestCrashLoopBackOffIntervalsAreExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err, starts)
 	}
+	slices.SortFunc(starts, time.Time.Compare)
 	var gaps []time.Duration
 	for i := 1; i < len(starts); i++ {
 		gaps = append(gaps, starts[i].Sub(starts[i-1]))
 	}
 	s := time.Second
-	// A restart comes when its back-off has passed and the next relist
-	// (1s) has seen the exit: each gap is the back-off plus at most one
-	// relist period. The back-offs themselves are asserted exactly below.
-	// The back-off ends on a whole second, the instant a relist is also
-	// due; which of the two timers' goroutines runs first at that virtual
-	// instant is the Go scheduler's choice, as on a real node, so a gap is
-	// the back-off or the back-off plus one relist.
-	wantBackoff := []time.Duration{0, 10 * s, 20 * s, 40 * s, 80 * s, 160 * s, 300 * s, 300 * s, 300 * s}
-	if len(gaps) != len(wantBackoff) {
-		t.Fatalf("gaps between starts %v, want %d gaps", gaps, len(wantBackoff))
+	// The first exit restarts at the sync that sees it, the next relist
+	// (1s), or in its instant, as the two timers' goroutines happen to run.
+	// Every later restart is due exactly when its back-off ends
+	// (podworkers.RetryAfter), whichever relist saw the exit.
+	if len(gaps) != 9 || gaps[0] > s {
+		t.Fatalf("gaps between starts %v, want 9, the first within one relist", gaps)
 	}
-	for i, g := range gaps {
-		if g < wantBackoff[i] || g > wantBackoff[i]+s {
-			t.Errorf("gap %d between starts %v, want the back-off %v plus at most one relist (all gaps %v)", i, g, wantBackoff[i], gaps)
-		}
+	wantBackoff := []time.Duration{10 * s, 20 * s, 40 * s, 80 * s, 160 * s, 300 * s, 300 * s, 300 * s}
+	if !slices.Equal(gaps[1:], wantBackoff) {
+		t.Errorf("gaps between restarts %v, want exactly the back-offs %v", gaps[1:], wantBackoff)
 	}
 	wantBackoffs := []string{"10s", "20s", "40s", "1m20s", "2m40s", "5m0s"}
 	if !slices.Equal(backoffs, wantBackoffs) {
 		t.Errorf("back-offs %v, want %v", backoffs, wantBackoffs)
+	}
+	// The wait is in the status while the container waits: from the exit
+	// the back-off holds back (seen by that relist or the next), so the
+	// restart that ends it comes its back-off later.
+	for i, at := range waitedSince {
+		d, err := time.ParseDuration(backoffs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(starts, func(st time.Time) bool { return st.Sub(at) >= d-s && st.Sub(at) <= d }) {
+			t.Errorf("CrashLoopBackOff %s first seen at %v, not while its container waited (starts %v)", backoffs[i], at, starts)
+		}
+	}
+}
+
+// A crash-looping pod is synced when its back-off ends, not every second
+// while it waits: each sync that finds it waiting records a BackOff event
+// (an apiserver write), so over 3 minutes of a container that crashes
+// after 10s there is one per back-off (and one per resync interval of a
+// longer wait, as the kubelet caps it), where the 1s retry recorded 66.
+func TestCrashLoopingPodRecordsOneBackOffPerWait(t *testing.T) {
+	cl := newCluster(t, sim.Config{}, "n1")
+	start := cl.Clock().Now()
+	create(t, cl, pod("crash", map[string]string{sim.ExitAnnotation: "10s:1"}))
+	run(t, cl, 3*time.Minute)
+	var backoffs []time.Duration
+	writes := 0 // the pod's status changes and recorded events
+	for _, e := range cl.Events() {
+		if e.Object != "default/crash" {
+			continue
+		}
+		writes++
+		if e.Reason == "BackOff" {
+			backoffs = append(backoffs, e.Time.Sub(start))
+		}
+	}
+	t.Logf("3 virtual minutes of a pod crashing after 10s: %d SyncPod calls, %d BackOff events, %d status changes and events",
+		cl.Node("n1").Runtime().CallCount("SyncPod"), len(backoffs), writes)
+	s := time.Second
+	// Exits at 10s (restarted at once), 20s (10s back-off: restart at
+	// 30s), 40s (20s: 60s), 70s (40s: 110s) and 120s (80s: the wait's
+	// sync is capped at the 1m resync interval, 180s).
+	want := []time.Duration{20 * s, 40 * s, 70 * s, 120 * s, 180 * s}
+	if len(backoffs) != len(want) {
+		t.Fatalf("BackOff events at %v, want one at each of %v", backoffs, want)
+	}
+	for i := range want {
+		// the relist sees an exit in its instant or 1s later
+		if backoffs[i] < want[i] || backoffs[i] > want[i]+s {
+			t.Errorf("BackOff events at %v, want at %v (each up to a relist later)", backoffs, want)
+		}
 	}
 }
 

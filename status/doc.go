@@ -4,7 +4,9 @@
 // It owns the API status of every pod the agent runs. GeneratePodStatus turns
 // a pod and the runtime's view of it (runtime.PodStatus) into a v1.PodStatus
 // as the kubelet computes it: phase, the agent's conditions, container
-// statuses with waiting reasons from a ReasonCache, IPs. The Manager caches
+// statuses with waiting reasons from a ReasonCache (and CrashLoopBackOff
+// from the runtime's back-off for an exit it holds back, before any sync
+// has recorded the refusal: GenerateOptions.BackOff), IPs. The Manager caches
 // the latest status of each pod with a version that only grows and syncs
 // changes to the apiserver: one status patch (with the pod's UID as
 // precondition) per real change, none for a no-op. Unlike the kubelet, which

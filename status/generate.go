@@ -34,6 +34,16 @@ type GenerateOptions struct {
 	// Reasons tells why containers last failed to start; nil means no
 	// reasons are known (containers then wait without a reason).
 	Reasons *ReasonCache
+	// BackOff is the runtime's crash-loop back-off (the one the agent
+	// passes to Runtime.SyncPod). With it, a container that the sync about
+	// to run will not restart, because its last exit is still backing off
+	// (runtime.InCrashLoopBackOff), waits with reason CrashLoopBackOff and
+	// the runtime's message when Reasons does not say otherwise: the sync
+	// that finds it backing off writes the reason, where the kubelet's
+	// reason cache alone has it written by a later sync (in the kubelet's
+	// v1.37, whose retry comes when the back-off ends, often at the restart
+	// itself). nil: Reasons only.
+	BackOff *runtime.Backoff
 	// HostIPs are the node's IPs, primary first. They fill HostIP and
 	// HostIPs, and PodIP(s) of host-network pods; the family of the first
 	// decides which of a pod's IPs is its PodIP. Empty leaves the host IPs
@@ -93,7 +103,7 @@ func GeneratePodStatus(pod *v1.Pod, rs *runtime.PodStatus, old *v1.PodStatus, op
 		s.QOSClass = podutil.QOSClass(pod)
 	}
 
-	g := generator{pod: pod, rs: rs, reasons: opts.Reasons, probes: opts.Probes, hasInit: len(pod.Spec.InitContainers) > 0}
+	g := generator{pod: pod, rs: rs, reasons: opts.Reasons, backOff: opts.BackOff, probes: opts.Probes, hasInit: len(pod.Spec.InitContainers) > 0}
 	s.InitContainerStatuses = g.containerStatuses(old.InitContainerStatuses, pod.Spec.InitContainers, kindInit)
 	s.ContainerStatuses = g.containerStatuses(old.ContainerStatuses, pod.Spec.Containers, kindRegular)
 	if n := len(pod.Spec.EphemeralContainers); n > 0 {
@@ -208,6 +218,7 @@ type generator struct {
 	pod     *v1.Pod
 	rs      *runtime.PodStatus
 	reasons *ReasonCache
+	backOff *runtime.Backoff
 	probes  ProbeResults
 	hasInit bool
 }
@@ -278,7 +289,7 @@ func (g *generator) containerStatuses(prev []v1.ContainerStatus, containers []v1
 		out[i] = st
 	}
 
-	if kind != kindEphemeral && g.reasons != nil {
+	if kind != kindEphemeral && (g.reasons != nil || g.backOff != nil) {
 		for i := range containers {
 			c := &containers[i]
 			if kind == kindInit {
@@ -292,7 +303,10 @@ func (g *generator) containerStatuses(prev []v1.ContainerStatus, containers []v1
 			}
 			reason, msg, ok := g.reasons.Get(g.pod.UID, c.Name)
 			if !ok {
-				continue
+				if msg, _, ok = runtime.InCrashLoopBackOff(g.backOff, g.pod, c, g.rs); !ok {
+					continue
+				}
+				reason = runtime.ErrCrashLoopBackOff.Error()
 			}
 			st := &out[i]
 			if st.State.Terminated != nil {

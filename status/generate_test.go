@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -131,6 +132,69 @@ func TestGenerateWaitingReasons(t *testing.T) {
 			reasons.Update(pod.UID, ok)
 			st = GeneratePodStatus(pod, rs, nil, GenerateOptions{Reasons: reasons})
 			assert.NotEqual(t, tc.err.Error(), reasonOf(st.ContainerStatuses[0]))
+		})
+	}
+}
+
+// The sync that finds a container's exit held back by its crash-loop
+// back-off writes the CrashLoopBackOff wait itself (GenerateOptions.BackOff)
+// rather than leaving it to a later sync's reason cache, which would come
+// when the back-off ends, with the restart.
+func TestGenerateCrashLoopBackOffWhileTheBackOffHoldsTheExit(t *testing.T) {
+	cases := []struct {
+		name              string
+		policy            v1.RestartPolicy
+		since             time.Duration // from the exit to the status
+		restarts          int           // admitted restarts before the exit (Next calls)
+		noBackOff, cached bool
+		want              string // waiting reason; "" means the exit is shown terminated
+		wantMsg           string
+	}{
+		{name: "an exit within its back-off waits in CrashLoopBackOff at once", policy: v1.RestartPolicyAlways, since: 0, restarts: 1,
+			want: "CrashLoopBackOff", wantMsg: "back-off 10s restarting failed container=a pod=p_default(uid1)"},
+		{name: "the message gives the delay the exit waits out", policy: v1.RestartPolicyAlways, since: 5 * time.Second, restarts: 2,
+			want: "CrashLoopBackOff", wantMsg: "back-off 20s restarting failed container=a pod=p_default(uid1)"},
+		{name: "a first exit restarts at once and shows its termination", policy: v1.RestartPolicyAlways, restarts: 0},
+		{name: "an exit whose back-off has passed shows its termination", policy: v1.RestartPolicyAlways, since: 10 * time.Second, restarts: 1},
+		{name: "a container that will not restart shows its termination", policy: v1.RestartPolicyNever, restarts: 1},
+		{name: "without the back-off only the reason cache counts", policy: v1.RestartPolicyAlways, restarts: 1, noBackOff: true},
+		{name: "the reason cache comes first", policy: v1.RestartPolicyAlways, restarts: 1, cached: true,
+			want: "CreateContainerError", wantMsg: "bad mount"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := genPod(tc.policy, "a")
+			pod.Name, pod.Namespace = "p", "default"
+			exit := rcs("a", "a1", runtime.ContainerStateExited, gt0, 1, tc.restarts)
+			exit.FinishedAt = gt0
+			rs := &runtime.PodStatus{ID: pod.UID, SandboxStatuses: []*runtime.SandboxStatus{readySandbox()}, ContainerStatuses: []*runtime.ContainerStatus{exit}}
+			clk := clocktesting.NewFakePassiveClock(gt0.Add(-time.Minute))
+			b := runtime.NewBackoff(10*time.Second, 5*time.Minute, 0, clk)
+			for range tc.restarts {
+				b.Next(runtime.BackoffKey(pod, &pod.Spec.Containers[0]), clk.Now())
+			}
+			clk.SetTime(gt0.Add(tc.since))
+			opts := GenerateOptions{Reasons: NewReasonCache(), BackOff: b}
+			if tc.noBackOff {
+				opts.BackOff = nil
+			}
+			if tc.cached {
+				var res runtime.PodSyncResult
+				res.NewStep(runtime.StartContainer, "a").Fail(runtime.ErrCreateContainer, "bad mount")
+				opts.Reasons.Update(pod.UID, res)
+			}
+
+			c := GeneratePodStatus(pod, rs, nil, opts).ContainerStatuses[0]
+			if tc.want == "" {
+				require.NotNil(t, c.State.Terminated, "state %+v", c.State)
+				assert.EqualValues(t, 1, c.State.Terminated.ExitCode)
+				return
+			}
+			require.NotNil(t, c.State.Waiting, "state %+v", c.State)
+			assert.Equal(t, tc.want, c.State.Waiting.Reason)
+			assert.Equal(t, tc.wantMsg, c.State.Waiting.Message)
+			require.NotNil(t, c.LastTerminationState.Terminated, "the exit is the last state")
+			assert.EqualValues(t, 1, c.LastTerminationState.Terminated.ExitCode)
 		})
 	}
 }
