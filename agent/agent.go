@@ -182,10 +182,7 @@ func New(c Config) (*Agent, error) {
 		Runtime:      c.Runtime,
 		Cache:        a.cache,
 		RelistPeriod: c.RelistPeriod,
-		// A relist of pods that all started at once sends an event or two
-		// per pod; events that do not fit are dropped and their pods wait
-		// for the next resync (SyncFrequency). Room for several per pod.
-		EventChannelCapacity: max(1000, 4*c.MaxPods),
+		EventChannelCapacity: c.PLEGEventCapacity,
 		Clock:                c.Clock,
 		Log:                  c.Log.WithName("pleg"),
 		Registerer:           c.Registerer,
