@@ -179,9 +179,9 @@ func New(c Config) (*Agent, error) {
 		return nil, fmt.Errorf("pod workers: %w", err)
 	}
 	a.pleg, err = pleg.New(pleg.Config{
-		Runtime:      c.Runtime,
-		Cache:        a.cache,
-		RelistPeriod: c.RelistPeriod,
+		Runtime:              c.Runtime,
+		Cache:                a.cache,
+		RelistPeriod:         c.RelistPeriod,
 		EventChannelCapacity: c.PLEGEventCapacity,
 		Clock:                c.Clock,
 		Log:                  c.Log.WithName("pleg"),
