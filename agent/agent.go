@@ -285,9 +285,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.sourcesReady.Store(&allReady)
 
 	a.checkRuntime(inner)
-	spawn("runtime-check", inner, func(ctx context.Context) error {
-		return every(ctx, c.Clock, c.RuntimeCheckPeriod, a.checkRuntime)
-	})
+	// The runtime check and the garbage collections share a goroutine.
+	jobs := []periodic{{c.RuntimeCheckPeriod, a.checkRuntime}}
+	if gc, ok := c.Runtime.(runtime.GarbageCollector); ok && c.ContainerGCPeriod > 0 {
+		jobs = append(jobs, a.containerGCJob(gc, ready.AllReady))
+	}
+	if a.imageGC != nil && c.ImageGCPeriod > 0 {
+		jobs = append(jobs, a.imageGCJob(a.imageGC))
+	}
+	spawn("periodic", inner, func(ctx context.Context) error { return every(ctx, c.Clock, jobs...) })
 	// A first relist before anything reports: the node's first status then
 	// sees a healthy PLEG rather than racing its first relist, so a
 	// simulation on virtual time is reproducible.
@@ -295,12 +301,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = a.pleg.Relist(inner)
 	}
 	spawn("pleg", inner, a.runPLEG)
-	if gc, ok := c.Runtime.(runtime.GarbageCollector); ok && c.ContainerGCPeriod > 0 {
-		spawn("container-gc", inner, func(ctx context.Context) error { return a.runContainerGC(ctx, gc, ready.AllReady) })
-	}
-	if a.imageGC != nil && c.ImageGCPeriod > 0 {
-		spawn("image-gc", inner, func(ctx context.Context) error { return a.runImageGC(ctx, a.imageGC) })
-	}
 	if a.eviction != nil {
 		spawn("eviction", inner, a.eviction.Run)
 	}
@@ -393,7 +393,9 @@ func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodCo
 		spawn("apiserver-source", ctx, func(ctx context.Context) error { return src.Run(ctx, ch) })
 	}
 	for name, in := range a.extra {
-		out := podCfg.Channel(inner, name)
+		// Merged in this goroutine: no listener of the pod config's
+		// besides it.
+		send := podCfg.Sender(name)
 		spawn("source-"+name, ctx, func(ctx context.Context) error {
 			for {
 				select {
@@ -401,9 +403,7 @@ func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodCo
 					return nil
 				case u := <-in:
 					u.Source = name
-					select {
-					case out <- u:
-					case <-ctx.Done():
+					if send(inner, u) != nil {
 						return nil
 					}
 				}

@@ -49,6 +49,10 @@ func liveMemory() (heap, stack uint64) {
 //	go test -run '^$' -bench IdleAgents -benchtime 1x ./agent -idle.heapprofile heap.out
 func BenchmarkIdleAgents(b *testing.B) {
 	n := *idleNodes
+	if *idleProfile != "" {
+		defer func(rate int) { goruntime.MemProfileRate = rate }(goruntime.MemProfileRate)
+		goruntime.MemProfileRate = 1 // every allocation, for a profile of small ones
+	}
 	for range b.N {
 		b.StopTimer()
 		heap0, stack0 := liveMemory()
