@@ -322,7 +322,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	spawn("status", inner, func(ctx context.Context) error { a.status.Run(ctx); return nil })
 	spawn("podworkers", inner, a.workers.Run)
 	spawn("prober", inner, a.prober.Run)
-	spawn("probe-updates", inner, a.runProbeUpdates)
 
 	a.loop, err = syncloop.New(syncloop.Config{
 		Source:        podCfg,

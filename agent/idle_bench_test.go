@@ -61,7 +61,7 @@ func BenchmarkIdleAgents(b *testing.B) {
 		b.StartTimer()
 		agents := make([]*Agent, n)
 		for i := range agents {
-			rt, err := fake.New(fake.Config{})
+			rt, err := fake.New(fake.Config{MaxRecordedCalls: -1}) // as simnodes'
 			if err != nil {
 				b.Fatal(err)
 			}
