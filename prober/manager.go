@@ -104,7 +104,7 @@ type Manager struct {
 	updates chan Update
 	// onUpdate replaces updates if set (Config.OnUpdate).
 	onUpdate func(ctx context.Context, u Update)
-	sem     chan struct{}
+	sem      chan struct{}
 
 	mu      sync.Mutex
 	workers map[workerKey]*worker
