@@ -320,7 +320,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 	spawn("status", inner, func(ctx context.Context) error { a.status.Run(ctx); return nil })
-	spawn("podworkers", inner, a.workers.Run)
+	// The pod workers hold no goroutine until inner ends (Start, not Run).
+	workersStopped, err := a.workers.Start(inner)
+	if err != nil {
+		cancel()
+		return err
+	}
+	defer func() { cancel(); <-workersStopped }() // before wg.Wait: the order does not matter
 	spawn("prober", inner, a.prober.Run)
 
 	a.loop, err = syncloop.New(syncloop.Config{

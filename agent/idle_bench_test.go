@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"sync"
 	"testing"
@@ -24,14 +25,16 @@ var (
 	idleNodes   = flag.Int("idle.nodes", 1000, "agents of BenchmarkIdleAgents")
 	idleProfile = flag.String("idle.heapprofile", "", "BenchmarkIdleAgents writes a heap profile of the idle agents here (inuse_space)")
 	idleGoProf  = flag.String("idle.goroutineprofile", "", "BenchmarkIdleAgents writes a goroutine profile of the idle agents here")
+	idleGCs     = flag.Int("idle.gcs", 2, "collections before BenchmarkIdleAgents reads memory (each may halve an idle goroutine's grown stack)")
 	// 128 is what examples/simnodes sets; 0 is the agent's default.
 	idleCapacity = flag.Int("idle.plegcapacity", 128, "Config.PLEGEventCapacity of BenchmarkIdleAgents' agents")
 )
 
 // liveMemory is heap and goroutine stacks in use after two collections.
 func liveMemory() (heap, stack uint64) {
-	goruntime.GC()
-	goruntime.GC()
+	for range *idleGCs {
+		goruntime.GC()
+	}
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
 	return ms.HeapInuse, ms.StackInuse
@@ -108,6 +111,11 @@ func BenchmarkIdleAgents(b *testing.B) {
 		b.ReportMetric(float64(heap-heap0)/float64(n)/1024, "heap-KiB/node")
 		b.ReportMetric(float64(stack-stack0)/float64(n)/1024, "stack-KiB/node")
 		b.ReportMetric(float64(g-g0)/float64(n), "goroutines/node")
+		if *idleGCs > 2 {
+			sm := []metrics.Sample{{Name: "/gc/stack/starting-size:bytes"}}
+			metrics.Read(sm)
+			b.ReportMetric(float64(sm[0].Value.Uint64()), "start-stack-B")
+		}
 		b.StartTimer()
 	}
 }
