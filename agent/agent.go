@@ -182,13 +182,10 @@ func New(c Config) (*Agent, error) {
 		return nil, fmt.Errorf("pod workers: %w", err)
 	}
 	a.pleg, err = pleg.New(pleg.Config{
-		Runtime:      c.Runtime,
-		Cache:        a.cache,
-		RelistPeriod: c.RelistPeriod,
-		// A relist of pods that all started at once sends an event or two
-		// per pod; events that do not fit are dropped and their pods wait
-		// for the next resync (SyncFrequency). Room for several per pod.
-		EventChannelCapacity: max(1000, 4*c.MaxPods),
+		Runtime:              c.Runtime,
+		Cache:                a.cache,
+		RelistPeriod:         c.RelistPeriod,
+		EventChannelCapacity: c.PLEGEventCapacity,
 		Clock:                c.Clock,
 		Log:                  c.Log.WithName("pleg"),
 		Registerer:           c.Registerer,
@@ -292,9 +289,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.life.Store(&inner)
 
 	a.checkRuntime(inner)
-	spawn("runtime-check", inner, func(ctx context.Context) error {
-		return every(ctx, c.Clock, c.RuntimeCheckPeriod, a.checkRuntime)
-	})
+	// The runtime check and the garbage collections share a goroutine.
+	jobs := []periodic{{c.RuntimeCheckPeriod, a.checkRuntime}}
+	if gc, ok := c.Runtime.(runtime.GarbageCollector); ok && c.ContainerGCPeriod > 0 {
+		jobs = append(jobs, a.containerGCJob(gc, ready.AllReady))
+	}
+	if a.imageGC != nil && c.ImageGCPeriod > 0 {
+		jobs = append(jobs, a.imageGCJob(a.imageGC))
+	}
+	spawn("periodic", inner, func(ctx context.Context) error { return every(ctx, c.Clock, jobs...) })
 	// A first relist before anything reports: the node's first status then
 	// sees a healthy PLEG rather than racing its first relist, so a
 	// simulation on virtual time is reproducible.
@@ -302,12 +305,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = a.pleg.Relist(inner)
 	}
 	spawn("pleg", inner, a.runPLEG)
-	if gc, ok := c.Runtime.(runtime.GarbageCollector); ok && c.ContainerGCPeriod > 0 {
-		spawn("container-gc", inner, func(ctx context.Context) error { return a.runContainerGC(ctx, gc, ready.AllReady) })
-	}
-	if a.imageGC != nil && c.ImageGCPeriod > 0 {
-		spawn("image-gc", inner, func(ctx context.Context) error { return a.runImageGC(ctx, a.imageGC) })
-	}
 	if a.eviction != nil {
 		spawn("eviction", inner, a.eviction.Run)
 	}
@@ -327,9 +324,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 	spawn("status", inner, func(ctx context.Context) error { a.status.Run(ctx); return nil })
-	spawn("podworkers", inner, a.workers.Run)
+	// The pod workers hold no goroutine until inner ends (Start, not Run).
+	workersStopped, err := a.workers.Start(inner)
+	if err != nil {
+		cancel()
+		return err
+	}
+	defer func() { cancel(); <-workersStopped }() // before wg.Wait: the order does not matter
 	spawn("prober", inner, a.prober.Run)
-	spawn("probe-updates", inner, a.runProbeUpdates)
 
 	a.loop, err = syncloop.New(syncloop.Config{
 		Source:        podCfg,
@@ -400,7 +402,9 @@ func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodCo
 		spawn("apiserver-source", ctx, func(ctx context.Context) error { return src.Run(ctx, ch) })
 	}
 	for name, in := range a.extra {
-		out := podCfg.Channel(inner, name)
+		// Merged in this goroutine: no listener of the pod config's
+		// besides it.
+		send := podCfg.Sender(name)
 		spawn("source-"+name, ctx, func(ctx context.Context) error {
 			for {
 				select {
@@ -408,9 +412,7 @@ func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodCo
 					return nil
 				case u := <-in:
 					u.Source = name
-					select {
-					case out <- u:
-					case <-ctx.Done():
+					if send(inner, u) != nil {
 						return nil
 					}
 				}

@@ -494,6 +494,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"repeated source", Config{NodeName: "n", Runtime: rt, Sources: []string{"x", "x"}}},
 		{"back-off max below initial", Config{NodeName: "n", Runtime: rt, CrashLoopBackOffInitial: time.Minute, CrashLoopBackOffMax: time.Second}},
 		{"unsafe sysctl not namespaced", Config{NodeName: "n", Runtime: rt, AllowedUnsafeSysctls: []string{"vm.swappiness"}}},
+		{"negative PLEG event capacity", Config{NodeName: "n", Runtime: rt, PLEGEventCapacity: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -688,4 +689,29 @@ func waitAPIRunning(t *testing.T, a *Agent, pods []*v1.Pod) {
 		}
 		return true
 	})
+}
+
+func TestPLEGEventCapacitySizesTheEventChannel(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	tests := []struct {
+		name string
+		c    Config
+		want int
+	}{
+		{"default is the kubelet's 1000", Config{}, 1000},
+		{"default gives 4 per pod above 250 pods", Config{MaxPods: 500}, 2000},
+		{"set: a simulator's small nodes", Config{MaxPods: 500, PLEGEventCapacity: 16}, 16},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.c.NodeName, tt.c.Runtime = "n", rt
+			a, err := New(tt.c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cap(a.pleg.Watch()); got != tt.want {
+				t.Errorf("PLEG channel capacity %d, want %d", got, tt.want)
+			}
+		})
+	}
 }

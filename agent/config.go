@@ -118,6 +118,15 @@ type Config struct {
 	// RelistPeriod is the PLEG's relist period. Default 1s. With the
 	// evented PLEG it applies while the event stream is down.
 	RelistPeriod time.Duration
+	// PLEGEventCapacity bounds the PLEG's event channel, whose buffer is
+	// allocated whole with the agent (48 bytes an event: 47 KiB at the
+	// default, most of an idle agent's heap). A relist of pods that all
+	// changed at once sends an event or two per container; events that do
+	// not fit are dropped and counted (kubelet_pleg_discard_events), and
+	// their pods wait for the next resync (SyncFrequency). Default
+	// max(1000, 4*MaxPods): the kubelet's 1000, room for several per pod.
+	// A simulator of many nodes with few pods each sets it lower.
+	PLEGEventCapacity int
 	// RelistOnRequest has the relist PLEG relist at once (after
 	// pleg.Config.MinRelistInterval, coalesced) when the agent has started
 	// containers and when a pod worker waits for status newer than its
@@ -316,6 +325,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxPods == 0 {
 		c.MaxPods = defaultMaxPods
+	}
+	if c.PLEGEventCapacity < 0 {
+		return fmt.Errorf("%w: negative PLEGEventCapacity", ErrInvalidConfig)
+	}
+	if c.PLEGEventCapacity == 0 {
+		c.PLEGEventCapacity = max(1000, 4*c.MaxPods)
 	}
 	if c.ContainerGCPolicy == nil {
 		p := DefaultContainerGCPolicy()

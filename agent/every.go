@@ -2,22 +2,48 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"k8s.io/utils/clock"
 )
 
-// every calls fn each period on clk's ticker (first call after one period)
-// until ctx ends; it returns nil so it fits spawn.
-func every(ctx context.Context, clk clock.WithTicker, period time.Duration, fn func(ctx context.Context)) error {
-	t := clk.NewTicker(period)
-	defer t.Stop()
+// periodic is a job every runs: fn each period.
+type periodic struct {
+	period time.Duration
+	fn     func(ctx context.Context)
+}
+
+// maxPeriodic is how many jobs one every runs.
+const maxPeriodic = 3
+
+// every calls each job's fn each of its periods on a ticker of clk's
+// (first call after one period) until ctx ends; it returns nil so it fits
+// spawn. The jobs share one goroutine, so one job's call delays the
+// others' by its length: a goroutine stack less per job on an agent that
+// a simulator runs a thousand of, for the runtime check and the two
+// garbage collections, none of which must run at an exact instant.
+func every(ctx context.Context, clk clock.WithTicker, jobs ...periodic) error {
+	if len(jobs) > maxPeriodic {
+		return fmt.Errorf("every: %d jobs, at most %d", len(jobs), maxPeriodic)
+	}
+	var ticks [maxPeriodic]<-chan time.Time // nil: never ready
+	var fns [maxPeriodic]func(context.Context)
+	for i, j := range jobs {
+		t := clk.NewTicker(j.period)
+		defer t.Stop()
+		ticks[i], fns[i] = t.C(), j.fn
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C():
-			fn(ctx)
+		case <-ticks[0]:
+			fns[0](ctx)
+		case <-ticks[1]:
+			fns[1](ctx)
+		case <-ticks[2]:
+			fns[2](ctx)
 		}
 	}
 }

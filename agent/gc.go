@@ -40,15 +40,15 @@ func (a *Agent) containerGCPolicy() runtime.GCPolicy {
 	return p
 }
 
-// runContainerGC collects dead containers every ContainerGCPeriod, as the
+// containerGCJob collects dead containers every ContainerGCPeriod, as the
 // kubelet's container GC: beyond the policy, and pods no source knows once
 // all sources are ready.
-func (a *Agent) runContainerGC(ctx context.Context, gc runtime.GarbageCollector, sourcesReady func() bool) error {
-	return every(ctx, a.cfg.Clock, a.cfg.ContainerGCPeriod, func(ctx context.Context) {
+func (a *Agent) containerGCJob(gc runtime.GarbageCollector, sourcesReady func() bool) periodic {
+	return periodic{a.cfg.ContainerGCPeriod, func(ctx context.Context) {
 		if err := gc.GarbageCollect(ctx, a.containerGCPolicy(), sourcesReady()); err != nil && ctx.Err() == nil {
 			a.log.Error(err, "Container garbage collection failed")
 		}
-	})
+	}}
 }
 
 // imageRuntime is what image GC needs of the runtime.
@@ -186,13 +186,13 @@ func used(img runtime.Image, inUse map[string]bool) bool {
 	return false
 }
 
-// runImageGC runs an image GC round every ImageGCPeriod.
-func (a *Agent) runImageGC(ctx context.Context, g *imageGC) error {
-	return every(ctx, a.cfg.Clock, a.cfg.ImageGCPeriod, func(ctx context.Context) {
+// imageGCJob runs an image GC round every ImageGCPeriod.
+func (a *Agent) imageGCJob(g *imageGC) periodic {
+	return periodic{a.cfg.ImageGCPeriod, func(ctx context.Context) {
 		if freed, err := g.collect(ctx, a.cfg.Clock.Now()); err != nil && ctx.Err() == nil {
 			a.log.Error(err, "Image garbage collection failed")
 		} else if freed > 0 {
 			a.log.V(1).Info("Image garbage collection freed space", "bytes", freed)
 		}
-	})
+	}}
 }

@@ -43,30 +43,23 @@ func (a *Agent) newProber() (*prober.Manager, error) {
 		Clock:      a.cfg.Clock,
 		Log:        a.cfg.Log.WithName("prober"),
 		Registerer: a.cfg.ProbeRegisterer,
+		OnUpdate:   a.applyProbeUpdate,
 	})
 }
 
 // Prober returns the agent's prober, for a test or a server endpoint.
 func (a *Agent) Prober() *prober.Manager { return a.prober }
 
-// runProbeUpdates applies the prober's verdicts until ctx ends, as the
-// kubelet's sync loop does (prober.ApplyUpdate): readiness and startup go
-// to the status manager, and the pod is synced, which kills a container
-// that failed its liveness or startup probe.
-func (a *Agent) runProbeUpdates(ctx context.Context) error {
-	for {
-		var u prober.Update
-		select {
-		case <-ctx.Done():
-			return nil
-		case u = <-a.prober.Updates():
-		}
-		if !prober.ApplyUpdate(a.status, u) {
-			continue
-		}
-		if pod, ok := a.pods.GetPodByUID(u.PodUID); ok {
-			(*handler)(a).HandlePodSyncs(ctx, []*v1.Pod{pod})
-		}
+// applyProbeUpdate applies a verdict of the prober's (its OnUpdate, in
+// its goroutine), as the kubelet's sync loop does (prober.ApplyUpdate):
+// readiness and startup go to the status manager, and the pod is synced,
+// which kills a container that failed its liveness or startup probe.
+func (a *Agent) applyProbeUpdate(ctx context.Context, u prober.Update) {
+	if !prober.ApplyUpdate(a.status, u) {
+		return
+	}
+	if pod, ok := a.pods.GetPodByUID(u.PodUID); ok {
+		(*handler)(a).HandlePodSyncs(ctx, []*v1.Pod{pod})
 	}
 }
 

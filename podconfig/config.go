@@ -135,6 +135,19 @@ func (c *PodConfig) Channel(ctx context.Context, source string) chan<- PodUpdate
 	return ch
 }
 
+// Sender registers source as Channel does and returns what merges its
+// updates in the caller's goroutine instead of a channel's: a source that
+// has a goroutine of its own (one reading a channel of the caller's, say)
+// saves the listener's. send blocks until the update is merged and
+// returns ctx's error if ctx ends first. The update's Source field is
+// ignored; send may be called from several goroutines.
+func (c *PodConfig) Sender(source string) (send func(ctx context.Context, u PodUpdate) error) {
+	c.mu.Lock()
+	c.sources[source] = struct{}{}
+	c.mu.Unlock()
+	return func(ctx context.Context, u PodUpdate) error { return c.storage.Merge(ctx, source, u) }
+}
+
 func (c *PodConfig) listen(ctx context.Context, source string, ch chan PodUpdate) {
 	defer func() {
 		c.mu.Lock()

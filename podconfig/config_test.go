@@ -813,3 +813,31 @@ func TestPanickingRecorderDoesNotStopTheMux(t *testing.T) {
 type panicRecorder struct{}
 
 func (panicRecorder) Eventf(_ runtime.Object, _, _, _ string, _ ...interface{}) { panic("boom") }
+
+func TestSenderMergesInTheCallersGoroutineAndRegistersItsSource(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := NewPodConfig(Incremental, Options{})
+	require.NoError(t, err)
+	send := c.Sender("s")
+	ready := NewSourcesReady(c.SeenAllSources)
+	assert.False(t, ready.AllReady(), "a Sender's source counts before its first SET")
+
+	pod := validPod("x", "y")
+	done := make(chan error, 1)
+	go func() { done <- send(ctx, update(SET, "ignored", pod)) }()
+	u := <-c.Updates()
+	require.NoError(t, <-done)
+	assert.Equal(t, ADD, u.Op)
+	assert.Equal(t, "s", u.Source, "the update is the Sender's source's, whatever its Source field")
+	require.Len(t, u.Pods, 1)
+	assert.Equal(t, "x", u.Pods[0].Name)
+	ready.AddSource(u.Source)
+	assert.True(t, ready.AllReady())
+
+	// Nobody reads Updates: send blocks until ctx ends, and says so.
+	sctx, scancel := context.WithCancel(ctx)
+	go func() { done <- send(sctx, update(ADD, "s", validPod("z", "y"))) }()
+	scancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+}

@@ -5,7 +5,9 @@
 // Where it sits: sources -> PodConfig -> Updates() -> the sync loop
 // (syncloop), which dispatches to the pod workers.
 //
-// Each source writes PodUpdates to its own channel (Channel). Per-source
+// Each source writes PodUpdates to its own channel (Channel), served by a
+// goroutine of the PodConfig's, or merges them in its own goroutine
+// (Sender). Per-source
 // storage keyed by pod UID turns them into minimal changes: ADD, UPDATE and
 // DELETE merge, REMOVE deletes, SET replaces the source's whole set (and
 // marks the source as seen, see SeenAllSources and SourcesReady). Pods are

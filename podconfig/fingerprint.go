@@ -39,7 +39,7 @@ type fingerprinter struct {
 }
 
 func newFingerprinter() *fingerprinter {
-	f := &fingerprinter{seed: maphash.MakeSeed(), buf: make([]byte, 16<<10)}
+	f := &fingerprinter{seed: maphash.MakeSeed()} // buf: at the first pod
 	f.h.SetSeed(f.seed)
 	return f
 }
@@ -55,6 +55,11 @@ type marshaler interface {
 // generated code then panics on the index) is the exact Size computed, which
 // would otherwise cost a second walk of every pod.
 func (f *fingerprinter) encoded(m marshaler) uint64 {
+	if f.buf == nil {
+		// Allocated on first use: a node's pod config holds one, and an
+		// idle node (a simulator's thousand) never fingerprints a pod.
+		f.buf = make([]byte, 16<<10)
+	}
 	n, ok := f.tryMarshal(m)
 	if !ok {
 		size := m.Size()

@@ -377,6 +377,41 @@ func TestRunEndsWorkersWithItsContext(t *testing.T) {
 	// goleak in TestMain checks that no worker is left
 }
 
+func TestStartReturnsAtOnceAndStopsWorkersWithItsContext(t *testing.T) {
+	s := &podworkerstest.Syncer{}
+	blocked := make(chan struct{})
+	s.SyncPodFn = func(ctx context.Context, _ podworkers.UpdateType, _, _ *v1.Pod, _ *runtime.PodStatus) (bool, error) {
+		close(blocked)
+		<-ctx.Done()
+		return false, ctx.Err()
+	}
+	p, err := podworkers.New(podworkers.Config{Syncer: s, Cache: podworkerstest.NewCache()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped, err := p.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// an update after Start is worked on
+	if err := p.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: newNamedPod("1", "ns", "p", false)}); err != nil {
+		t.Fatal(err)
+	}
+	<-blocked
+	select {
+	case <-stopped:
+		t.Fatal("stopped closed while ctx lasts")
+	default:
+	}
+	cancel()
+	<-stopped // the worker saw its sync cancelled and exited
+	if _, err := p.Start(context.Background()); err == nil {
+		t.Error("Start after Start should fail")
+	}
+	// goleak in TestMain checks that no worker is left
+}
+
 func TestQueueReturnsDuePods(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(0, 0))
 	q := podworkers.NewQueue(clk)

@@ -169,15 +169,27 @@ func New(c Config) (*PodWorkers, error) {
 // Run starts a worker for every pod updated so far and for every pod updated
 // later, and blocks until ctx ends; then it stops every worker (cancelling
 // syncs in flight) and returns once they have exited. Updates after that are
-// recorded but never worked on. Run may be called once.
+// recorded but never worked on. Run (or Start) may be called once.
 func (p *PodWorkers) Run(ctx context.Context) error {
+	stopped, err := p.Start(ctx)
+	if err != nil {
+		return err
+	}
+	<-stopped
+	return nil
+}
+
+// Start is Run without the wait: it returns at once, and the channel it
+// returns is closed once ctx has ended and every worker has exited. It
+// holds no goroutine while ctx lasts (the stop runs on context.AfterFunc),
+// which is one goroutine less a node for a simulator of thousands.
+func (p *PodWorkers) Start(ctx context.Context) (stopped <-chan struct{}, err error) {
 	p.mu.Lock()
 	if p.root != nil || p.stopped {
 		p.mu.Unlock()
-		return errors.New("podworkers: Run called more than once")
+		return nil, errors.New("podworkers: Run called more than once")
 	}
 	root, cancel := context.WithCancel(ctx)
-	defer cancel()
 	p.root = root
 	start := false
 	for uid, st := range p.statuses {
@@ -189,20 +201,21 @@ func (p *PodWorkers) Run(ctx context.Context) error {
 	if start {
 		go p.worker(root)
 	}
-
-	<-ctx.Done()
-
-	p.mu.Lock()
-	p.stopped = true
-	// Pod contexts are not children of root (that would cost a map entry
-	// per pod in root); they are cancelled here instead.
-	for _, st := range p.statuses {
-		st.release()
-	}
-	p.mu.Unlock()
-	cancel()
-	p.wg.Wait()
-	return nil
+	done := make(chan struct{})
+	context.AfterFunc(ctx, func() {
+		defer close(done)
+		p.mu.Lock()
+		p.stopped = true
+		// Pod contexts are not children of root (that would cost a map
+		// entry per pod in root); they are cancelled here instead.
+		for _, st := range p.statuses {
+			st.release()
+		}
+		p.mu.Unlock()
+		cancel()
+		p.wg.Wait()
+	})
+	return done, nil
 }
 
 // readyPod is a pod whose worker was started; status tells a stale entry

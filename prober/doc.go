@@ -4,7 +4,8 @@
 // It sits beside the sync loop: the agent hands it pods (AddPod, RemovePod,
 // CleanupPods), it reads their statuses from the status manager
 // (StatusProvider) and reports verdicts in a results cache and on an
-// updates stream (Updates). The agent turns readiness and startup verdicts
+// updates stream (Updates), or to a func called in Run's goroutine
+// (Config.OnUpdate, which the agent uses). The agent turns readiness and startup verdicts
 // into the status manager's container readiness and Started, and liveness
 // or startup failures into container restarts; status generation asks
 // Started and Ready for containers with probes.

@@ -77,6 +77,12 @@ type Config struct {
 	// (prober_probe_total, prober_probe_duration_seconds), which the
 	// kubelet serves on /metrics/probes. nil: no metrics.
 	Registerer prometheus.Registerer
+	// OnUpdate, if set, is called with every change of a probe result in
+	// Run's goroutine, in place of the Updates stream (which then stays
+	// silent): a consumer that would only read the stream saves a
+	// goroutine of its own. Changes coalesce while it runs, as while a
+	// reader of the stream is away.
+	OnUpdate func(ctx context.Context, u Update)
 }
 
 // Manager runs the probes of the pods it is given, one worker per container
@@ -96,7 +102,9 @@ type Manager struct {
 	metrics *metrics
 	results *results
 	updates chan Update
-	sem     chan struct{}
+	// onUpdate replaces updates if set (Config.OnUpdate).
+	onUpdate func(ctx context.Context, u Update)
+	sem      chan struct{}
 
 	mu      sync.Mutex
 	workers map[workerKey]*worker
@@ -160,6 +168,7 @@ func New(c Config) (*Manager, error) {
 		log:       c.Log,
 		results:   newResults(),
 		updates:   make(chan Update),
+		onUpdate:  c.OnUpdate,
 		sem:       make(chan struct{}, c.MaxConcurrent),
 		workers:   map[workerKey]*worker{},
 	}, nil
@@ -197,6 +206,13 @@ func (m *Manager) pump(ctx context.Context) {
 		}
 		buf = m.results.take(buf)
 		for _, u := range buf {
+			if m.onUpdate != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				m.onUpdate(ctx, u)
+				continue
+			}
 			select {
 			case m.updates <- u:
 			case <-ctx.Done():

@@ -579,3 +579,28 @@ func TestInitialResultIsNoUpdate(t *testing.T) {
 		})
 	}
 }
+
+func TestOnUpdateGetsTheChangesInsteadOfTheStream(t *testing.T) {
+	var mu sync.Mutex
+	var got []Update
+	onUpdate := func(c *Config) {
+		c.OnUpdate = func(_ context.Context, u Update) { mu.Lock(); got = append(got, u); mu.Unlock() }
+	}
+	withEnv(t, func(e *env) {
+		p := execProbe("check")
+		pod := podWith("u1", v1.Container{Name: "app", ReadinessProbe: p})
+		e.running(pod, "app", "fake://c1", 0, true)
+		e.runner.setCode("check", 0)
+		e.m.AddPod(pod)
+		time.Sleep(0) // let AddPod's worker run
+		e.step(0)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 1 || got[0].Type != Readiness || got[0].Result != Success {
+			t.Fatalf("OnUpdate got %+v, want one readiness success", got)
+		}
+		if r := e.received(); len(r) != 0 {
+			t.Errorf("the Updates stream carried %+v besides OnUpdate", r)
+		}
+	}, onUpdate)
+}

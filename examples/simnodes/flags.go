@@ -41,6 +41,8 @@ type options struct {
 	events       bool
 	verbosity    int
 	duration     time.Duration
+	plegEvents   int
+	gcPercent    int // 0: Go's (GOGC, else 100)
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -81,6 +83,9 @@ Flags:
 	fs.BoolVar(&o.events, "events", true, "send the nodes' events (Pulled, Created, Started, Killing, probe failures ...) to the apiserver, as the kubelet does")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up the agents' detail")
 	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long; 0 runs until signalled")
+	fs.IntVar(&o.plegEvents, "pleg-event-capacity", 128, "events each node's PLEG buffers (48 bytes each, allocated whole with the node; the kubelet's 1000 are 47 KiB a node); "+
+		"a relist's events beyond it are dropped and their pods wait for the next resync (1m)")
+	fs.IntVar(&o.gcPercent, "gc-percent", 0, "the Go garbage collector's target (debug.SetGCPercent): a smaller one trades CPU for a smaller heap over the live one; 0 keeps Go's (GOGC, else 100)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -114,6 +119,12 @@ Flags:
 	}
 	if o.maxPods < 1 {
 		return nil, bad("-max-pods must be at least 1")
+	}
+	if o.plegEvents < 1 {
+		return nil, bad("-pleg-event-capacity must be at least 1")
+	}
+	if o.gcPercent < 0 {
+		return nil, bad("-gc-percent must not be negative (the collector stays on)")
 	}
 	if podCIDR != "" {
 		if o.podCIDR, err = netip.ParsePrefix(podCIDR); err != nil || !o.podCIDR.Addr().Is4() {

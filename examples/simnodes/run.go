@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,10 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	listerscorev1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -48,6 +45,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := exlog.New(stderr, o.verbosity)
+	if o.gcPercent > 0 {
+		debug.SetGCPercent(o.gcPercent)
+	}
 	if o.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // clients loads the kubeconfig and checks that it reaches an apiserver.
-func clients(o *options) (*kubernetes.Clientset, error) {
+func clients(o *options) (*clientset, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: %w", o.kubeconfig, err)
@@ -70,14 +70,14 @@ func clients(o *options) (*kubernetes.Clientset, error) {
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	probe := rest.CopyConfig(cfg)
 	probe.Timeout = 10 * time.Second
-	pcs, err := kubernetes.NewForConfig(probe)
+	pcs, err := newClients(probe)
 	if err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: %w", o.kubeconfig, err)
 	}
-	if _, err := pcs.Discovery().ServerVersion(); err != nil {
+	if err := pcs.serverVersion(context.Background()); err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: no apiserver answers at %s: %w", o.kubeconfig, cfg.Host, err)
 	}
-	return kubernetes.NewForConfig(cfg)
+	return newClients(cfg)
 }
 
 // simNode is one node of the shard.
@@ -88,7 +88,7 @@ type simNode struct {
 }
 
 // runShard runs the shard's nodes on cs until ctx ends.
-func runShard(ctx context.Context, o *options, cs kubernetes.Interface, log logr.Logger) error {
+func runShard(ctx context.Context, o *options, cs *clientset, log logr.Logger) error {
 	began := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -97,18 +97,15 @@ func runShard(ctx context.Context, o *options, cs kubernetes.Interface, log logr
 
 	// One informer of every bound pod and one of the Nodes, for all the
 	// shard's nodes. managedFields are dropped: nothing here reads them.
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	pods := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-		lo.FieldSelector = "spec.nodeName!="
-	})).Core().V1().Pods()
-	nodes := factory.Core().V1().Nodes()
-	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), nodes.Informer()} {
+	bound := func(lo *metav1.ListOptions) { lo.FieldSelector = "spec.nodeName!=" }
+	podInf := cache.NewSharedIndexInformer(listWatch(cs.Pods("").List, cs.Pods("").Watch, bound),
+		&v1.Pod{}, 0, cache.Indexers{byNode: nodeIndex})
+	nodeInf := cache.NewSharedIndexInformer(listWatch(cs.Nodes().List, cs.Nodes().Watch, func(*metav1.ListOptions) {}),
+		&v1.Node{}, 0, cache.Indexers{})
+	for _, inf := range []cache.SharedIndexInformer{podInf, nodeInf} {
 		if err := inf.SetTransform(dropManagedFields); err != nil {
 			return err
 		}
-	}
-	if err := pods.Informer().AddIndexers(cache.Indexers{byNode: nodeIndex}); err != nil {
-		return err
 	}
 
 	// Events: a broadcaster per nodesPerEventSink nodes. A broadcaster
@@ -125,18 +122,18 @@ func runShard(ctx context.Context, o *options, cs kubernetes.Interface, log logr
 		rec = func(k int, node string) record.EventRecorder {
 			if k%nodesPerEventSink == 0 {
 				b := record.NewBroadcaster(record.WithContext(ctx))
-				b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+				b.StartRecordingToSink(eventSink{c: cs, ctx: ctx})
 				sinks = append(sinks, b)
 			}
-			return sinks[len(sinks)-1].NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: node})
+			return sinks[len(sinks)-1].NewRecorder(cs.scheme, v1.EventSource{Component: "kubelet", Host: node})
 		}
 	}
 
 	from, to := shardRange(o.nodes, o.shard, o.total)
 	sn := make([]*simNode, 0, to-from)
 	outs := make(map[string]chan<- podconfig.PodUpdate, to-from)
-	nodeClient := &cachedNodes{api: cs.CoreV1().Nodes(), lister: nodes.Lister()}
-	leases := cs.CoordinationV1().Leases(v1.NamespaceNodeLease)
+	nodeClient := &cachedNodes{api: cs.Nodes(), lister: listerscorev1.NewNodeLister(nodeInf.GetIndexer())}
+	leases := cs.Leases(v1.NamespaceNodeLease)
 	clk := clock.RealClock{}
 	for k := from; k < to; k++ {
 		n, err := newSimNode(o, k-from, k, cs, nodeClient, leases, rec, clk, log)
@@ -146,11 +143,11 @@ func runShard(ctx context.Context, o *options, cs kubernetes.Interface, log logr
 		sn = append(sn, n)
 		outs[n.name] = n.agent.Channel(podutil.ApiserverSource)
 	}
-	d := newDispatcher(pods.Informer().GetIndexer(), outs)
-	if _, err := pods.Informer().AddEventHandler(d.handler()); err != nil {
+	d := newDispatcher(podInf.GetIndexer(), outs)
+	if _, err := podInf.AddEventHandler(d.handler()); err != nil {
 		return err
 	}
-	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), nodes.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{podInf, nodeInf} {
 		wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 	wg.Go(func() { d.run(ctx) })
@@ -163,7 +160,7 @@ func runShard(ctx context.Context, o *options, cs kubernetes.Interface, log logr
 			}
 		})
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced, nodes.Informer().HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced) {
 		return nil // ctx ended
 	}
 	for _, n := range sn {
@@ -193,12 +190,13 @@ func runShard(ctx context.Context, o *options, cs kubernetes.Interface, log logr
 
 // newSimNode builds node k's agent on a runtime of its own; it is the
 // i-th of its shard.
-func newSimNode(o *options, i, k int, cs kubernetes.Interface, nodeClient node.NodeClient, leases node.LeaseClient,
+func newSimNode(o *options, i, k int, cs *clientset, nodeClient node.NodeClient, leases node.LeaseClient,
 	rec func(i int, node string) record.EventRecorder, clk agent.Clock, log logr.Logger) (*simNode, error) {
 	name := nodeName(o.prefix, k, o.nodes)
 	n := &simNode{name: name}
 	nlog := log.WithName(name)
-	rc := fake.Config{Clock: clk, PodBehavior: sim.AnnotationBehavior, Log: nlog.WithName("fake").V(2)}
+	// No call list: nobody reads it, and a full one is 560 KiB a node.
+	rc := fake.Config{Clock: clk, PodBehavior: sim.AnnotationBehavior, Log: nlog.WithName("fake").V(2), MaxRecordedCalls: -1}
 	if o.podCIDR.IsValid() {
 		n.podCIDR = nthBlock(o.podCIDR, o.nodeCIDRSize, k)
 		rc.PodCIDR = n.podCIDR.String()
@@ -207,7 +205,7 @@ func newSimNode(o *options, i, k int, cs kubernetes.Interface, nodeClient node.N
 		NodeName: name,
 		Sources:  []string{podutil.ApiserverSource},
 		StatusClient: func(ns string) status.PodClient {
-			return cs.CoreV1().Pods(ns)
+			return cs.Pods(ns)
 		},
 		NodeIPs: []string{nthHost(o.nodeIPCIDR, k).String()},
 		Node: &node.Config{
@@ -219,9 +217,10 @@ func newSimNode(o *options, i, k int, cs kubernetes.Interface, nodeClient node.N
 			KubeletVersion: kubeletVersion,
 			KubeletPort:    node.NoKubeletPort,
 		},
-		MaxPods: o.maxPods,
-		Clock:   clk,
-		Log:     nlog.V(1),
+		MaxPods:           o.maxPods,
+		PLEGEventCapacity: o.plegEvents,
+		Clock:             clk,
+		Log:               nlog.V(1),
 	}
 	if rec != nil {
 		r := rec(i, name)
@@ -242,13 +241,13 @@ func newSimNode(o *options, i, k int, cs kubernetes.Interface, nodeClient node.N
 // kubelet leaves to kube-controller-manager's node IPAM (or kubeadm):
 // here the range is the node's by its number. A Node that has one keeps
 // it.
-func setPodCIDR(ctx context.Context, cs kubernetes.Interface, n *simNode, log logr.Logger) {
+func setPodCIDR(ctx context.Context, cs *clientset, n *simNode, log logr.Logger) {
 	if cur := n.agent.Node().Node(); cur != nil && cur.Spec.PodCIDR != "" {
 		return
 	}
 	cidr := n.podCIDR.String()
 	patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, cidr, cidr)
-	if _, err := cs.CoreV1().Nodes().Patch(ctx, n.name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && ctx.Err() == nil {
+	if _, err := cs.Nodes().Patch(ctx, n.name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && ctx.Err() == nil {
 		log.Error(err, "Setting the pod CIDR failed", "node", n.name, "podCIDR", cidr)
 	}
 }
@@ -260,7 +259,7 @@ func setPodCIDR(ctx context.Context, cs kubernetes.Interface, n *simNode, log lo
 // not a node.NodeWatcher on purpose: a watch per node is what the shared
 // informer replaces.
 type cachedNodes struct {
-	api    typedcorev1.NodeInterface
+	api    *nodeClient
 	lister listerscorev1.NodeLister
 }
 

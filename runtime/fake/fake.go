@@ -48,7 +48,10 @@ type Config struct {
 	ImagePullBackoffInitial time.Duration
 	ImagePullBackoffMax     time.Duration
 	// MaxRecordedCalls bounds the list Calls returns (the oldest calls are
-	// dropped); counters are kept regardless. Default: 10000.
+	// dropped); counters are kept regardless. Default: 10000, which a
+	// runtime relisted every second fills in an hour or two, to 560 KiB;
+	// negative: none is recorded (a simulator's long-running nodes, which
+	// nobody asks for their calls).
 	MaxRecordedCalls int
 	// EventBuffer is how many container events a WatchContainerEvents
 	// stream holds before it breaks. Default: 1000.
@@ -292,8 +295,11 @@ func New(c Config) (*Runtime, error) {
 	if c.ImagePullBackoffMax == 0 {
 		c.ImagePullBackoffMax = 300 * time.Second
 	}
-	if c.MaxRecordedCalls <= 0 {
+	switch {
+	case c.MaxRecordedCalls == 0:
 		c.MaxRecordedCalls = 10000
+	case c.MaxRecordedCalls < 0:
+		c.MaxRecordedCalls = 0
 	}
 	var podNet netip.Prefix
 	if c.PodCIDR != "" {
@@ -485,6 +491,9 @@ func (r *Runtime) enter(ctx context.Context, m method, uid types.UID) error {
 // record counts a call; r.mu must be held.
 func (r *Runtime) record(m method, uid types.UID) {
 	r.counts[m]++
+	if r.maxCalls == 0 {
+		return
+	}
 	c := Call{Method: m.String(), PodUID: uid, Time: r.clock.Now()}
 	if len(r.calls) < r.maxCalls {
 		r.calls = append(r.calls, c)

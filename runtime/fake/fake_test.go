@@ -171,6 +171,16 @@ func TestCallRecording(t *testing.T) {
 	assert.Zero(t, rt.CallCount("SyncPod"))
 }
 
+func TestNegativeMaxRecordedCallsRecordsNoneButCounts(t *testing.T) {
+	rt, _ := newRuntime(t, fake.Config{MaxRecordedCalls: -1})
+	for i := range 3 {
+		_, err := rt.GetPodStatus(context.Background(), types.UID(fmt.Sprint(i)), "", "")
+		require.NoError(t, err)
+	}
+	assert.Empty(t, rt.Calls(), "no call list")
+	assert.Equal(t, 3, rt.CallCount("GetPodStatus"), "counters are kept")
+}
+
 func TestGetPods(t *testing.T) {
 	rt, _ := newRuntime(t, fake.Config{})
 	done := newPod("done", v1.RestartPolicyNever, ctr("job"))
