@@ -1002,3 +1002,25 @@ func TestResendSendsAHeldBackTerminalPhase(t *testing.T) {
 type atomicSafety struct{ v atomic.Bool }
 
 func (s *atomicSafety) PodCouldHaveRunningContainers(*v1.Pod) bool { return s.v.Load() }
+
+// A pod deleted from the apiserver before the agent hears of it: its patch
+// answers NotFound, the pod is read once (NotFound too) and nothing more is
+// sent, nor is the source's copy patched again at its next change. The
+// retry used to patch that copy again and again (11,000 patches answered
+// 404 in 7 minutes of churn, one status worker held).
+func TestPatchOfAPodGoneFromTheAPIServerReadsItOnce(t *testing.T) {
+	pod := testPod("p", "uid1")
+	pod.ResourceVersion = "7" // as the watch delivered it: known
+	f := statustest.New()     // but gone from the apiserver
+	m, _ := newManager(t, f, nil)
+	m.SetPodStatus(pod, runningStatus("cri://a"))
+	m.Sync(context.Background())
+	assert.Equal(t, []string{"patch", "get"}, verbs(f))
+
+	f.ClearActions()
+	st := runningStatus("cri://a")
+	st.Message = "later"
+	m.SetPodStatus(pod, st)
+	m.Sync(context.Background())
+	assert.Equal(t, []string{"get"}, verbs(f), "a later change reads the pod first")
+}

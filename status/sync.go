@@ -143,7 +143,7 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, vs *versionedStatu
 		}
 	}()
 	for attempt := 0; ; attempt++ {
-		err := m.syncPodOnce(ctx, uid, vs)
+		err := m.syncPodOnce(ctx, uid, vs, false)
 		if err == nil {
 			return
 		}
@@ -160,12 +160,18 @@ func (m *Manager) syncPod(ctx context.Context, uid types.UID, vs *versionedStatu
 	}
 }
 
-func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedStatus) error {
+// syncPodOnce sends vs; read makes it read the pod first rather than patch
+// against a copy it knows.
+func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedStatus, read bool) error {
 	pod := vs.pod
 	client := m.client(pod.Namespace)
 	static := podutil.IsStaticPod(pod)
 
-	api, known := m.knownAPIPod(uid, vs)
+	var api *v1.Pod
+	known := false
+	if !read {
+		api, known = m.knownAPIPod(uid, vs)
+	}
 	var err error
 	if !known {
 		api, err = client.Get(ctx, pod.Name, metav1.GetOptions{})
@@ -176,6 +182,9 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 		if !static {
 			// Its status is dropped by RemoveOrphanedStatuses.
 			m.log.V(3).Info("Pod does not exist on the server", "pod", podRef(pod), "podUID", uid)
+			// Until its status is dropped, a later change reads again
+			// rather than patching the source's copy of the pod.
+			m.setAPIPod(uid, &v1.Pod{})
 			return nil
 		}
 		if api, err = m.createMirror(ctx, client, vs); err != nil {
@@ -228,7 +237,11 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 			// (the patch's UID precondition answers Conflict) or changed.
 			m.setAPIPod(uid, nil)
 			if known && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)) {
-				return m.syncPodOnce(ctx, uid, vs) // reads the pod now
+				// Read the pod now: the source's copy (knownAPIPod) is
+				// what the apiserver just refused, and patching it again
+				// looped on a deleted pod (11,000 patches answered 404
+				// in 7 minutes, one status worker held).
+				return m.syncPodOnce(ctx, uid, vs, true)
 			}
 			return err
 		}
