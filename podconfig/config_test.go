@@ -817,7 +817,7 @@ func (panicRecorder) Eventf(_ runtime.Object, _, _, _ string, _ ...interface{}) 
 func TestSenderMergesInTheCallersGoroutineAndRegistersItsSource(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := NewPodConfig(Incremental, Options{})
+	c, err := NewPodConfig(Incremental, Options{UpdatesBuffer: 1})
 	require.NoError(t, err)
 	send := c.Sender("s")
 	ready := NewSourcesReady(c.SeenAllSources)
@@ -835,7 +835,9 @@ func TestSenderMergesInTheCallersGoroutineAndRegistersItsSource(t *testing.T) {
 	ready.AddSource(u.Source)
 	assert.True(t, ready.AllReady())
 
-	// Nobody reads Updates: send blocks until ctx ends, and says so.
+	// Nobody reads Updates: once its buffer is full, send blocks until
+	// ctx ends, and says so.
+	require.NoError(t, send(ctx, update(ADD, "s", validPod("w", "y"))))
 	sctx, scancel := context.WithCancel(ctx)
 	go func() { done <- send(sctx, update(ADD, "s", validPod("z", "y"))) }()
 	scancel()
