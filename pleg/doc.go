@@ -7,7 +7,9 @@
 // exited ContainerDied, one that is gone ContainerRemoved (after
 // ContainerDied if its exit was never seen). Every pod that changed is
 // inspected with GetPodStatus and its status written to the runtime.Cache,
-// stamped with the time the relist began; then its events are sent. After the
+// stamped with the time the relist began; then its events are sent, each of
+// a pod's but the last marked More (so a consumer syncs the pod once per
+// relist, not as goroutines happen to run: PodLifecycleEvent.More). After the
 // relist the cache's time is advanced (Cache.UpdateTime), which wakes pod
 // workers blocked in GetNewerThan.
 //

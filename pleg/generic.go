@@ -666,10 +666,18 @@ func (g *GenericPLEG) keepIPs(pid types.UID, status *runtime.PodStatus) *runtime
 // send sends the item's events without blocking; containerChanged is
 // dropped silently, as the kubelet does: no consumer relies on it.
 func (g *GenericPLEG) send(it *item, status *runtime.PodStatus) {
-	for _, e := range g.buf[it.first:it.last] {
+	evs := g.buf[it.first:it.last]
+	last := -1 // the pod's last event sent, the one without More
+	for i, e := range evs {
+		if e.Type != containerChanged {
+			last = i
+		}
+	}
+	for i, e := range evs {
 		if e.Type == containerChanged {
 			continue
 		}
+		e.More = i < last
 		select {
 		case g.events <- e:
 			it.sent[eventIndex(e.Type)]++

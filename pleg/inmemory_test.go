@@ -68,8 +68,25 @@ func (f *onFake) relist(t *testing.T) []pleg.PodLifecycleEvent {
 	for len(f.p.Watch()) > 0 {
 		out = append(out, <-f.p.Watch())
 	}
+	checkMore(t, out)
+	for i := range out {
+		out[i].More = false
+	}
 	sortEvents(out)
 	return out
+}
+
+// checkMore checks that one relist's events (in the order sent) come pod
+// by pod, each pod's last without More and the others with it.
+func checkMore(t *testing.T, es []pleg.PodLifecycleEvent) {
+	t.Helper()
+	done := map[types.UID]bool{}
+	for i, e := range es {
+		require.False(t, done[e.ID], "event %d %+v: its pod's events ended before", i, e)
+		last := i == len(es)-1 || es[i+1].ID != e.ID
+		require.Equal(t, !last, e.More, "event %d %+v", i, e)
+		done[e.ID] = last
+	}
 }
 
 func sortEvents(es []pleg.PodLifecycleEvent) {

@@ -162,11 +162,14 @@ func (tp *testPLEG) lastStats() RelistStats {
 	return tp.stats[len(tp.stats)-1]
 }
 
-// drain returns the events in the channel now, sorted.
+// drain returns the events in the channel now, sorted, without More
+// (which depends on the order: TestOneRelistMarksEachPodsLastEvent).
 func drain(ch <-chan PodLifecycleEvent) []PodLifecycleEvent {
 	out := []PodLifecycleEvent{}
 	for len(ch) > 0 {
-		out = append(out, <-ch)
+		e := <-ch
+		e.More = false
+		out = append(out, e)
 	}
 	sortEvents(out)
 	return out

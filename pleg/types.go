@@ -32,4 +32,13 @@ type PodLifecycleEvent struct {
 	Type PodLifecycleEventType
 	// ContainerID is the container concerned ("type://id"), empty for PodSync.
 	ContainerID string
+	// More: the same relist has more events of this pod right behind this
+	// one (GenericPLEG; the evented PLEG's events come one at a time). A
+	// consumer that syncs the pod on each event can sync once, at the
+	// last: a second request would find the pod's worker synced or not
+	// yet started as goroutines happen to run, and a sync of its own
+	// waits for the next relist (runtime.Cache.GetNewerThan), which moves
+	// the pod's resyncs. An event dropped on a full channel may be that
+	// last.
+	More bool
 }

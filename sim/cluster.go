@@ -118,6 +118,9 @@ type Cluster struct {
 	// evictor is the taint eviction controller; nil if off.
 	evictor *evictor
 	steps   atomic.Int64
+	// running counts the RunFor, RunUntil and Settle calls under way:
+	// Node.Stop settles the cluster itself only when none is.
+	running atomic.Int32
 	ctx     context.Context
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -404,7 +407,25 @@ func (n *Node) startLocked() error {
 // the runtime, its Lease is no longer renewed, so the node lifecycle
 // controller marks the Node Unknown after NodeMonitorGracePeriod. It
 // returns once the agent has returned.
+//
+// On the cluster's own clock, called while no RunFor, RunUntil or Settle
+// runs (between them, as a test does), it first lets the cluster go idle,
+// so that the agent acts on what came before in the instant (a pod
+// deleted just before it stops is killed, or not, the same way in every
+// run); else whether it got to it races with its cancellation. From
+// RunUntil's condition the cluster is idle already.
 func (n *Node) Stop() {
+	n.mu.Lock()
+	running := n.cancel != nil
+	n.mu.Unlock()
+	if !running {
+		return
+	}
+	if c := n.c; c.vc != nil && c.running.Load() == 0 {
+		// Best effort: a cluster that does not go idle (RunFor would
+		// fail on it) has the agent stopped at once.
+		_ = c.settle(c.ctx)
+	}
 	n.mu.Lock()
 	cancel, done := n.cancel, n.done
 	n.cancel = nil
@@ -491,6 +512,8 @@ func (c *Cluster) Close() {
 
 // settle waits until idle, then logs what changed.
 func (c *Cluster) settle(ctx context.Context) error {
+	c.running.Add(1)
+	defer c.running.Add(-1)
 	for {
 		if !c.idle.wait(ctx, c.cfg.IdleTimeout) {
 			if err := ctx.Err(); err != nil {
@@ -517,6 +540,8 @@ func (c *Cluster) RunFor(ctx context.Context, d time.Duration) error {
 	if c.vc == nil {
 		return ErrRealClock
 	}
+	c.running.Add(1)
+	defer c.running.Add(-1)
 	end := c.vc.Now().Add(d)
 	for {
 		if err := c.settle(ctx); err != nil {
@@ -546,6 +571,8 @@ func (c *Cluster) RunUntil(ctx context.Context, limit time.Duration, cond func()
 	if c.vc == nil {
 		return ErrRealClock
 	}
+	c.running.Add(1)
+	defer c.running.Add(-1)
 	end := c.vc.Now().Add(limit)
 	for {
 		if err := c.settle(ctx); err != nil {

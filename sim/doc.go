@@ -85,7 +85,9 @@
 // Node.Runtime().SetImageBehavior, or by any Go func as
 // fake.Config.PodBehavior (Config.Runtime). Config.Runtime also sets each
 // runtime's seeded fault injection (FailureRates); Node.Stop and
-// Node.Start crash and restart an agent with its pods kept.
+// Node.Start crash and restart an agent with its pods kept (Stop, called
+// between runs, lets the instant's work end first, so the agent acts on
+// what came before it the same way in every run).
 //
 // The event log (Cluster.Events) has what changed in the store, seen each
 // time the cluster is idle (a pod's phase, readiness, containers,

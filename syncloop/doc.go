@@ -13,7 +13,9 @@
 //     the update's source is recorded in SourcesReady. A closed update
 //     channel ends the loop;
 //   - a PLEG event: any but ContainerRemoved syncs the pod if the agent
-//     knows it; ContainerDied also asks a Handler that is a ContainerCleaner
+//     knows it, once per relist (at the pod's event without More: a
+//     second request would make a sync of its own or not as the pod's
+//     worker happened to start, and move its resyncs); ContainerDied also asks a Handler that is a ContainerCleaner
 //     to remove the pod's dead containers;
 //   - a sync tick (SyncPeriod, 1s): the pods DuePods hands out (put there
 //     by the pod workers after each sync, so every pod is resynced about

@@ -217,6 +217,8 @@ type iteration struct {
 	plegCh         <-chan pleg.PodLifecycleEvent
 	syncCh         <-chan time.Time
 	housekeepingCh <-chan time.Time
+	// plegHeld: pods whose sync waits for their relist's last event.
+	plegHeld map[types.UID]struct{}
 }
 
 // run waits for one event and dispatches it; false ends the loop.
@@ -253,7 +255,21 @@ func (it *iteration) run(ctx context.Context) bool {
 			log.Info("PLEG channel closed")
 			return true
 		}
-		if e.Type != pleg.ContainerRemoved {
+		// One relist's events of a pod make one sync, at the last (see
+		// pleg.PodLifecycleEvent.More).
+		sync := e.Type != pleg.ContainerRemoved
+		if _, held := it.plegHeld[e.ID]; held && !e.More {
+			delete(it.plegHeld, e.ID)
+			sync = true
+		}
+		if sync && e.More {
+			if it.plegHeld == nil {
+				it.plegHeld = map[types.UID]struct{}{}
+			}
+			it.plegHeld[e.ID] = struct{}{}
+			sync = false
+		}
+		if sync {
 			if pod, ok := l.c.Pods.GetPodByUID(e.ID); ok {
 				it.call("HandlePodSyncs", func() { h.HandlePodSyncs(ctx, []*v1.Pod{pod}) })
 			}

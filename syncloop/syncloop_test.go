@@ -271,27 +271,43 @@ func TestConfigUpdatesAreDispatchedByOperation(t *testing.T) {
 }
 
 func TestPLEGEvents(t *testing.T) {
+	ev := func(id types.UID, typ pleg.PodLifecycleEventType, cid string, more bool) pleg.PodLifecycleEvent {
+		return pleg.PodLifecycleEvent{ID: id, Type: typ, ContainerID: cid, More: more}
+	}
+	syncA := event{Method: "sync", UIDs: []types.UID{"a"}}
+	syncB := event{Method: "sync", UIDs: []types.UID{"b"}}
 	for _, tc := range []struct {
 		name string
-		ev   pleg.PodLifecycleEvent
+		evs  []pleg.PodLifecycleEvent
 		want []event
 	}{
-		{"a started container syncs its pod", pleg.PodLifecycleEvent{ID: "a", Type: pleg.ContainerStarted, ContainerID: "c://1"},
-			[]event{{Method: "sync", UIDs: []types.UID{"a"}}}},
-		{"a dead container syncs its pod and cleans up dead containers", pleg.PodLifecycleEvent{ID: "a", Type: pleg.ContainerDied, ContainerID: "c://1"},
-			[]event{{Method: "sync", UIDs: []types.UID{"a"}}, {Method: "cleanContainers", UIDs: []types.UID{"a"}, Arg: "c://1"}}},
-		{"a removed container does not sync", pleg.PodLifecycleEvent{ID: "a", Type: pleg.ContainerRemoved, ContainerID: "c://1"}, nil},
-		{"a pod sync event syncs", pleg.PodLifecycleEvent{ID: "a", Type: pleg.PodSync}, []event{{Method: "sync", UIDs: []types.UID{"a"}}}},
-		{"an event of an unknown pod is ignored", pleg.PodLifecycleEvent{ID: "zz", Type: pleg.ContainerStarted}, nil},
-		{"a dead container of an unknown pod is still cleaned up", pleg.PodLifecycleEvent{ID: "zz", Type: pleg.ContainerDied, ContainerID: "c://2"},
+		{"a started container syncs its pod", []pleg.PodLifecycleEvent{ev("a", pleg.ContainerStarted, "c://1", false)},
+			[]event{syncA}},
+		{"a dead container syncs its pod and cleans up dead containers", []pleg.PodLifecycleEvent{ev("a", pleg.ContainerDied, "c://1", false)},
+			[]event{syncA, {Method: "cleanContainers", UIDs: []types.UID{"a"}, Arg: "c://1"}}},
+		{"a removed container does not sync", []pleg.PodLifecycleEvent{ev("a", pleg.ContainerRemoved, "c://1", false)}, nil},
+		{"a pod sync event syncs", []pleg.PodLifecycleEvent{ev("a", pleg.PodSync, "", false)}, []event{syncA}},
+		{"an event of an unknown pod is ignored", []pleg.PodLifecycleEvent{ev("zz", pleg.ContainerStarted, "", false)}, nil},
+		{"a dead container of an unknown pod is still cleaned up", []pleg.PodLifecycleEvent{ev("zz", pleg.ContainerDied, "c://2", false)},
 			[]event{{Method: "cleanContainers", UIDs: []types.UID{"zz"}, Arg: "c://2"}}},
+		{"one relist's events of a pod sync it once, at the last", []pleg.PodLifecycleEvent{
+			ev("a", pleg.ContainerStarted, "c://1", true), ev("b", pleg.ContainerStarted, "c://3", false),
+			ev("a", pleg.ContainerStarted, "c://2", false)},
+			[]event{syncB, syncA}},
+		{"a dead container is cleaned up at once, its sync waits for the last event", []pleg.PodLifecycleEvent{
+			ev("a", pleg.ContainerDied, "c://1", true), ev("a", pleg.ContainerRemoved, "c://2", false)},
+			[]event{{Method: "cleanContainers", UIDs: []types.UID{"a"}, Arg: "c://1"}, syncA}},
+		{"events of a pod that need no sync make none", []pleg.PodLifecycleEvent{
+			ev("a", pleg.ContainerRemoved, "c://1", true), ev("a", pleg.ContainerRemoved, "c://2", false)}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plegCh := make(chan pleg.PodLifecycleEvent)
-			l := newLoop(t, syncloop.Config{PLEG: plegCh, Pods: podMap{"a": pod("a")}})
+			l := newLoop(t, syncloop.Config{PLEG: plegCh, Pods: podMap{"a": pod("a"), "b": pod("b")}})
 			h := newRecorder()
 			r := start(t, l, h)
-			plegCh <- tc.ev
+			for _, e := range tc.evs {
+				plegCh <- e
+			}
 			r.updates <- podconfig.PodUpdate{Op: podconfig.ADD, Pods: []*v1.Pod{pod("marker")}}
 			var got []event
 			for e := h.next(t); e.Method != "add"; e = h.next(t) {
