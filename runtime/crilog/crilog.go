@@ -255,11 +255,16 @@ func read(ctx context.Context, src io.ReaderAt, size int64, opts *v1.PodLogOptio
 			}
 		}
 		if o.Running != nil && !o.Running(ctx) {
-			// one more pass: lines written just before the exit
-			if err := drain(r, w, pending); err != nil || ctx.Err() != nil {
+			// Running says false too when ctx ended while it asked: the
+			// follow was cancelled, not ended by the container's exit.
+			if err := ctx.Err(); err != nil {
 				return err
 			}
-			return nil
+			// one more pass: lines written just before the exit
+			if err := drain(r, w, pending); err != nil {
+				return err
+			}
+			return ctx.Err()
 		}
 		t := o.Clock.NewTimer(o.PollInterval)
 		select {

@@ -171,6 +171,28 @@ func TestFollowEndsWithItsContext(t *testing.T) {
 	}
 }
 
+// Running answers false when its own CRI call fails with the cancelled
+// context: the follow still ends with the context's error, not as if the
+// container had exited (runtime/cri's log-rotation test on containerd 2.x
+// got nil).
+func TestCancelledFollowIsNoExitWhenRunningFailsWithIt(t *testing.T) {
+	path := writeLog(t, criLine(0, "stdout", "F", "x"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	running := func(context.Context) bool {
+		// The second question is cancelled while it is asked.
+		if calls++; calls == 2 {
+			cancel()
+			return false
+		}
+		return true
+	}
+	err := crilog.ReadLogs(ctx, path, &v1.PodLogOptions{Follow: true},
+		crilog.Options{Running: running, PollInterval: time.Millisecond, Clock: clock.RealClock{}}, &bytes.Buffer{}, &bytes.Buffer{})
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
 // A huge file read with limitBytes or tailLines costs memory in proportion
 // to the output, not to the file.
 func TestHugeFileWithLimitsReadsInBoundedMemory(t *testing.T) {
