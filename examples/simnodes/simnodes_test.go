@@ -19,6 +19,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nodekit/nodekit/e2e/cluster"
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/sim"
 )
 
@@ -113,35 +114,17 @@ func startCluster(t *testing.T) (*cluster.Cluster, string) {
 	return c, path
 }
 
-// syncBuffer is a log that the shards write while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // shard is one running simnodes process (in this one).
 type shard struct {
 	cancel context.CancelFunc
 	done   chan error
-	log    *syncBuffer
+	log    *testenv.Buffer
 	once   sync.Once
 }
 
 func startShard(t *testing.T, args ...string) *shard {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &shard{cancel: cancel, done: make(chan error, 1), log: &syncBuffer{}}
+	s := &shard{cancel: cancel, done: make(chan error, 1), log: &testenv.Buffer{}}
 	go func() { s.done <- run(ctx, args, s.log) }()
 	t.Cleanup(func() { s.stop(t) })
 	return s

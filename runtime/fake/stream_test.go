@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	gosync "sync"
 	"testing"
 	"time"
 
@@ -17,27 +16,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu gosync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestExecSession(t *testing.T) {
 	rt, _ := newRuntime(t, fake.Config{})
@@ -97,7 +79,7 @@ func TestAttachStreamsNewLogLinesUntilTheContainerStops(t *testing.T) {
 	id := newest(t, rt, pod, "app").ID
 
 	stdinR, stdinW := io.Pipe()
-	var out, errOut syncBuffer
+	var out, errOut testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- rt.Attach(t.Context(), pod, id, runtime.AttachIO{Stdin: stdinR, Stdout: &out, Stderr: &errOut})
