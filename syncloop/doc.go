@@ -24,6 +24,11 @@
 //   - a housekeeping tick (HousekeepingPeriod, 2s): HandlePodCleanups, but
 //     only once all sources are ready, with a warning if it takes over 1s.
 //
+// Of several ready at once, the loop takes a PLEG event first, then a
+// config update, the sync tick and housekeeping, not a select's random
+// pick, so that an agent on virtual time, where many arrive in one instant,
+// does the same in every run.
+//
 // Before each iteration the loop asks RuntimeErrors; while the runtime is
 // not usable it dispatches nothing and waits 100ms, doubling up to 5s, and
 // starts over at 100ms once it is.

@@ -222,79 +222,123 @@ type iteration struct {
 }
 
 // run waits for one event and dispatches it; false ends the loop.
+//
+// Of the events ready at once it takes the PLEG's first, then a config
+// update, then the sync tick, then housekeeping, where a bare select would
+// pick one at random. On virtual time many arrive in one instant, and a
+// random pick made simulations diverge: a restarted agent's first relist
+// reports the pods it finds running before its sources have added them, and
+// whether those events were dropped (the pod unknown yet, as the kubelet's
+// first relist usually is) or made a second sync depended on the pick.
 func (it *iteration) run(ctx context.Context) bool {
-	l, h, log := it.l, it.h, it.l.c.Log
+	select {
+	case e, open := <-it.plegCh:
+		return it.onPLEG(ctx, e, open)
+	default:
+	}
+	select {
+	case u, open := <-it.updates:
+		return it.onUpdate(ctx, u, open)
+	default:
+	}
+	select {
+	case <-it.syncCh:
+		return it.onSync(ctx)
+	default:
+	}
 	select {
 	case <-ctx.Done():
 		return false
-	case u, open := <-it.updates:
-		if !open {
-			log.Info("Update channel closed, sync loop ends")
-			return false
-		}
-		switch u.Op {
-		case podconfig.ADD:
-			it.call("HandlePodAdditions", func() { h.HandlePodAdditions(ctx, u.Pods) })
-		case podconfig.UPDATE, podconfig.DELETE:
-			it.call("HandlePodUpdates", func() { h.HandlePodUpdates(ctx, u.Pods) })
-		case podconfig.REMOVE:
-			it.call("HandlePodRemoves", func() { h.HandlePodRemoves(ctx, u.Pods) })
-		case podconfig.RECONCILE:
-			it.call("HandlePodReconcile", func() { h.HandlePodReconcile(ctx, u.Pods) })
-		default:
-			// SET is what podconfig sends in snapshot mode; the loop needs
-			// the incremental notifications.
-			log.Error(fmt.Errorf("unsupported pod update %v", u.Op), "Dropping update", "source", u.Source)
-		}
-		if s := l.c.SourcesReady; s != nil {
-			s.AddSource(u.Source)
-		}
 	case e, open := <-it.plegCh:
-		if !open {
-			it.plegCh = nil // keep going without the PLEG rather than spin
-			log.Info("PLEG channel closed")
-			return true
-		}
-		// One relist's events of a pod make one sync, at the last (see
-		// pleg.PodLifecycleEvent.More).
-		sync := e.Type != pleg.ContainerRemoved
-		if _, held := it.plegHeld[e.ID]; held && !e.More {
-			delete(it.plegHeld, e.ID)
-			sync = true
-		}
-		if sync && e.More {
-			if it.plegHeld == nil {
-				it.plegHeld = map[types.UID]struct{}{}
-			}
-			it.plegHeld[e.ID] = struct{}{}
-			sync = false
-		}
-		if sync {
-			if pod, ok := l.c.Pods.GetPodByUID(e.ID); ok {
-				it.call("HandlePodSyncs", func() { h.HandlePodSyncs(ctx, []*v1.Pod{pod}) })
-			}
-		}
-		if e.Type == pleg.ContainerDied && it.cleaner != nil && e.ContainerID != "" {
-			it.call("CleanUpContainersInPod", func() { it.cleaner.CleanUpContainersInPod(ctx, e.ID, e.ContainerID) })
-		}
+		return it.onPLEG(ctx, e, open)
+	case u, open := <-it.updates:
+		return it.onUpdate(ctx, u, open)
 	case <-it.syncCh:
-		if pods := it.podsToSync(); len(pods) > 0 {
-			it.call("HandlePodSyncs", func() { h.HandlePodSyncs(ctx, pods) })
-		}
+		return it.onSync(ctx)
 	case <-it.housekeepingCh:
-		if s := l.c.SourcesReady; s != nil && !s.AllReady() {
-			log.V(4).Info("Housekeeping skipped: sources not ready")
-			break
+		return it.onHousekeeping(ctx)
+	}
+}
+
+func (it *iteration) onUpdate(ctx context.Context, u podconfig.PodUpdate, open bool) bool {
+	l, h, log := it.l, it.h, it.l.c.Log
+	if !open {
+		log.Info("Update channel closed, sync loop ends")
+		return false
+	}
+	switch u.Op {
+	case podconfig.ADD:
+		it.call("HandlePodAdditions", func() { h.HandlePodAdditions(ctx, u.Pods) })
+	case podconfig.UPDATE, podconfig.DELETE:
+		it.call("HandlePodUpdates", func() { h.HandlePodUpdates(ctx, u.Pods) })
+	case podconfig.REMOVE:
+		it.call("HandlePodRemoves", func() { h.HandlePodRemoves(ctx, u.Pods) })
+	case podconfig.RECONCILE:
+		it.call("HandlePodReconcile", func() { h.HandlePodReconcile(ctx, u.Pods) })
+	default:
+		// SET is what podconfig sends in snapshot mode; the loop needs
+		// the incremental notifications.
+		log.Error(fmt.Errorf("unsupported pod update %v", u.Op), "Dropping update", "source", u.Source)
+	}
+	if s := l.c.SourcesReady; s != nil {
+		s.AddSource(u.Source)
+	}
+	return true
+}
+
+func (it *iteration) onPLEG(ctx context.Context, e pleg.PodLifecycleEvent, open bool) bool {
+	l, h := it.l, it.h
+	if !open {
+		it.plegCh = nil // keep going without the PLEG rather than spin
+		l.c.Log.Info("PLEG channel closed")
+		return true
+	}
+	// One relist's events of a pod make one sync, at the last (see
+	// pleg.PodLifecycleEvent.More).
+	sync := e.Type != pleg.ContainerRemoved
+	if _, held := it.plegHeld[e.ID]; held && !e.More {
+		delete(it.plegHeld, e.ID)
+		sync = true
+	}
+	if sync && e.More {
+		if it.plegHeld == nil {
+			it.plegHeld = map[types.UID]struct{}{}
 		}
-		start := l.c.Clock.Now()
-		it.call("HandlePodCleanups", func() {
-			if err := h.HandlePodCleanups(ctx); err != nil {
-				log.Error(err, "Housekeeping failed")
-			}
-		})
-		if d := l.c.Clock.Since(start); d > l.c.HousekeepingWarning {
-			log.Info("Housekeeping took longer than expected", "expected", l.c.HousekeepingWarning, "actual", d)
+		it.plegHeld[e.ID] = struct{}{}
+		sync = false
+	}
+	if sync {
+		if pod, ok := l.c.Pods.GetPodByUID(e.ID); ok {
+			it.call("HandlePodSyncs", func() { h.HandlePodSyncs(ctx, []*v1.Pod{pod}) })
 		}
+	}
+	if e.Type == pleg.ContainerDied && it.cleaner != nil && e.ContainerID != "" {
+		it.call("CleanUpContainersInPod", func() { it.cleaner.CleanUpContainersInPod(ctx, e.ID, e.ContainerID) })
+	}
+	return true
+}
+
+func (it *iteration) onSync(ctx context.Context) bool {
+	if pods := it.podsToSync(); len(pods) > 0 {
+		it.call("HandlePodSyncs", func() { it.h.HandlePodSyncs(ctx, pods) })
+	}
+	return true
+}
+
+func (it *iteration) onHousekeeping(ctx context.Context) bool {
+	l, h, log := it.l, it.h, it.l.c.Log
+	if s := l.c.SourcesReady; s != nil && !s.AllReady() {
+		log.V(4).Info("Housekeeping skipped: sources not ready")
+		return true
+	}
+	start := l.c.Clock.Now()
+	it.call("HandlePodCleanups", func() {
+		if err := h.HandlePodCleanups(ctx); err != nil {
+			log.Error(err, "Housekeeping failed")
+		}
+	})
+	if d := l.c.Clock.Since(start); d > l.c.HousekeepingWarning {
+		log.Info("Housekeeping took longer than expected", "expected", l.c.HousekeepingWarning, "actual", d)
 	}
 	return true
 }

@@ -320,6 +320,64 @@ func TestPLEGEvents(t *testing.T) {
 	}
 }
 
+// A PLEG event and a config update ready at once are taken in that order,
+// not as a select's random pick: a relist's event of a pod its source has
+// not added yet is dropped in every run (on virtual time they are often
+// ready in the same instant, and a simulation must not depend on the pick).
+func TestPLEGEventsReadyWithAnUpdateGoFirst(t *testing.T) {
+	for i := range 20 {
+		plegCh := make(chan pleg.PodLifecycleEvent, 1)
+		plegCh <- pleg.PodLifecycleEvent{ID: "a", Type: pleg.ContainerStarted, ContainerID: "c://1"}
+		pods := &addedPods{m: podMap{}}
+		l := newLoop(t, syncloop.Config{PLEG: plegCh, Pods: pods})
+		h := &adder{recorder: newRecorder(), pods: pods}
+		ctx, cancel := context.WithCancel(context.Background())
+		updates := make(chan podconfig.PodUpdate, 2)
+		updates <- podconfig.PodUpdate{Op: podconfig.ADD, Pods: []*v1.Pod{pod("a")}}
+		updates <- podconfig.PodUpdate{Op: podconfig.ADD, Pods: []*v1.Pod{pod("marker")}}
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx, updates, h) }()
+		var got []string
+		for e := h.next(t); len(e.UIDs) == 0 || e.UIDs[0] != "marker"; e = h.next(t) {
+			got = append(got, e.Method)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, []string{"add"}) {
+			t.Fatalf("run %d: calls %q, want only the add (the event came before its pod)", i, got)
+		}
+	}
+}
+
+// addedPods is a PodGetter that HandlePodAdditions fills.
+type addedPods struct {
+	mu sync.Mutex
+	m  podMap
+}
+
+func (p *addedPods) GetPodByUID(uid types.UID) (*v1.Pod, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m.GetPodByUID(uid)
+}
+
+// adder is a recorder whose additions reach its addedPods.
+type adder struct {
+	*recorder
+	pods *addedPods
+}
+
+func (a *adder) HandlePodAdditions(ctx context.Context, ps []*v1.Pod) {
+	a.pods.mu.Lock()
+	for _, p := range ps {
+		a.pods.m[p.UID] = p
+	}
+	a.pods.mu.Unlock()
+	a.recorder.HandlePodAdditions(ctx, ps)
+}
+
 func TestClosedPLEGChannelDoesNotStopTheLoop(t *testing.T) {
 	plegCh := make(chan pleg.PodLifecycleEvent)
 	close(plegCh)
