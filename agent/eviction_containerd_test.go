@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/eviction"
@@ -49,6 +50,7 @@ func TestEvictionUnderMemoryPressureOnContainerd(t *testing.T) {
 	}
 	threshold := resource.NewQuantity(int64(avail)-marginMiB<<20, resource.BinarySI)
 	t.Logf("memory.available %dMi, threshold %s", avail>>20, threshold)
+	n.memBase = avail
 	r := n.start(t, eviction.Threshold{Signal: eviction.SignalMemoryAvailable, Value: eviction.ThresholdValue{Quantity: threshold}})
 	api, nodeName := n.api, n.name
 
@@ -105,6 +107,9 @@ type evictionNode struct {
 	image  string
 	mu     sync.Mutex
 	pods   []types.UID
+	// memBase and fsBase, when set, are the node's memory.available and
+	// nodefs.available before the test's pods ran (see ownUsage).
+	memBase, fsBase uint64
 }
 
 func newEvictionNode(t *testing.T) *evictionNode {
@@ -142,10 +147,47 @@ func newEvictionNode(t *testing.T) *evictionNode {
 func (n *evictionNode) start(t *testing.T, ts ...eviction.Threshold) *running {
 	return start(t, Config{NodeName: n.name, Runtime: n.m, Sources: []string{src}, TerminateOnExit: true, ShutdownTimeout: 30 * time.Second,
 		Node: &node.Config{Nodes: n.api.Nodes(), Leases: n.api.Leases(), UpdateFrequency: 200 * time.Millisecond},
-		Eviction: &eviction.Config{Summary: eviction.SummaryProviderFunc(n.sp.Summary), Thresholds: ts,
+		Eviction: &eviction.Config{Summary: eviction.SummaryProviderFunc(n.ownUsage), Thresholds: ts,
 			MonitoringInterval: 500 * time.Millisecond, PressureTransitionPeriod: 3 * time.Second,
 			ImageGC:     eviction.ReclaimFunc(func(context.Context) error { return nil }),
 			ContainerGC: eviction.ReclaimFunc(func(context.Context) error { return nil })}})
+}
+
+// ownUsage is the node's Summary with memory.available and nodefs.available
+// moved only by the test's own pods: what was available before they ran
+// less what their cgroups and writable layers hold now (as containerd and
+// the kernel report it). The machine's other work moves the real figures
+// by hundreds of MiB on a shared runner (CI saw the pressure outlast the
+// hog while other tests took memory, so the Guaranteed pod was next); the
+// pods' own usage is still measured, so the eviction follows from it.
+func (n *evictionNode) ownUsage(ctx context.Context, update bool) (*statsapi.Summary, error) {
+	sum, err := n.sp.Summary(ctx, update)
+	if err != nil || sum == nil {
+		return sum, err
+	}
+	var mem, fs uint64
+	for _, p := range sum.Pods {
+		if p.Memory != nil && p.Memory.WorkingSetBytes != nil {
+			mem += *p.Memory.WorkingSetBytes
+		}
+		if p.EphemeralStorage != nil && p.EphemeralStorage.UsedBytes != nil {
+			fs += *p.EphemeralStorage.UsedBytes
+		}
+	}
+	left := func(base, used uint64) uint64 { return base - min(base, used) }
+	if m := sum.Node.Memory; n.memBase > 0 && m != nil && m.AvailableBytes != nil && m.WorkingSetBytes != nil {
+		c := *m
+		capacity := *m.AvailableBytes + *m.WorkingSetBytes
+		c.AvailableBytes = ptr.To(left(n.memBase, mem))
+		c.WorkingSetBytes = ptr.To(capacity - min(capacity, *c.AvailableBytes))
+		sum.Node.Memory = &c
+	}
+	if f := sum.Node.Fs; n.fsBase > 0 && f != nil && f.AvailableBytes != nil {
+		c := *f
+		c.AvailableBytes = ptr.To(left(n.fsBase, fs))
+		sum.Node.Fs = &c
+	}
+	return sum, nil
 }
 
 // pod is a BestEffort pod of one container name running cmd.
@@ -222,6 +264,7 @@ func TestEvictionUnderDiskPressureOnContainerd(t *testing.T) {
 	}
 	threshold := resource.NewQuantity(int64(avail)-diskMarginMiB<<20, resource.BinarySI)
 	t.Logf("nodefs.available %dMi, threshold %s", avail>>20, threshold)
+	n.fsBase = avail
 	const grace = 15 * time.Second
 	r := n.start(t, eviction.Threshold{Signal: eviction.SignalNodeFsAvailable, Value: eviction.ThresholdValue{Quantity: threshold}, GracePeriod: grace})
 
