@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,7 +151,32 @@ func TestEventedPLEGStartsEachContainerOnce(t *testing.T) {
 	}
 	// Syncs that act on stale status would start more containers now.
 	time.Sleep(time.Second)
-	require.Equal(t, n, srv.CallCounts()["CreateContainer"], "containers created for %d pods", n)
+	if got := srv.CallCounts()["CreateContainer"]; got != n {
+		t.Fatalf("%d containers created for %d pods; pods with more than one: %s", got, n, duplicateContainers(srv))
+	}
+}
+
+// duplicateContainers lists the sandboxes of srv holding more than one
+// container, with each container's attempt, state and times.
+func duplicateContainers(srv *fakecri.Server) string {
+	srv.Runtime.Lock()
+	defer srv.Runtime.Unlock()
+	bySandbox := map[string][]string{}
+	for _, c := range srv.Runtime.Containers {
+		bySandbox[c.SandboxID] = append(bySandbox[c.SandboxID], fmt.Sprintf("%s attempt %d %v created %d started %d",
+			c.Id, c.Metadata.GetAttempt(), c.State, c.CreatedAt, c.StartedAt))
+	}
+	var out []string
+	for sb, cs := range bySandbox {
+		if len(cs) > 1 {
+			name := sb
+			if s, ok := srv.Runtime.Sandboxes[sb]; ok {
+				name = s.Metadata.GetName()
+			}
+			out = append(out, fmt.Sprintf("%s: %v", name, cs))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // Without an event stream, the start of a pod's containers reaches its
