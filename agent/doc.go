@@ -52,9 +52,12 @@
 // TransientBackOff: each sync in between would record one more BackOff
 // event, an apiserver write. The kubelet (v1.37) retries at the back-off's
 // end plus up to 50 % jitter and shows CrashLoopBackOff from its next
-// sync, often the restart's. A failure other than a back-off in the same
-// sync keeps SyncErrorBackOff; an image pull back-off, whose end the
-// runtime does not report, is retried after TransientBackOff.
+// sync, often the restart's. An image pull refused in back-off is alike:
+// the pod is due when the pull may be tried again (the runtimes return
+// runtime.BackOffError), where the kubelet waits for its next resync, up
+// to a minute; a runtime whose refusal does not say when its back-off
+// ends is asked again after TransientBackOff. A failure other than a
+// back-off in the same sync keeps SyncErrorBackOff.
 //
 // As the kubelet, the agent fails a pod past its spec.activeDeadlineSeconds
 // (reason DeadlineExceeded) at the first sync tick after the deadline and

@@ -104,20 +104,22 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 
 // syncError is the error a sync with result res hands the pod workers,
 // which decides when the pod is due again: nil (the resync interval), a
-// back-off-only failure as podworkers.RetryAfter the earliest crash-loop
-// back-off's end (ErrTransient, TransientBackOff, if an image pull
-// back-off does not say when it ends), any other failure as it is
-// (Config.SyncErrorBackOff).
+// back-off-only failure as podworkers.RetryAfter the earliest end of its
+// crash-loop and image pull back-offs (ErrTransient, TransientBackOff, if a
+// runtime's back-off does not say when it ends: runtime.BackOffError), any
+// other failure as it is (Config.SyncErrorBackOff).
 func syncError(res runtime.PodSyncResult) error {
 	err := res.Error()
 	if err == nil || !onlyBackOff(res) {
 		return err
 	}
 	// Containers wait out their back-off: look again exactly when the
-	// first crash-loop back-off ends (as the kubelet's BackoffError,
-	// without its jitter), so restarts keep their rhythm, and not every
-	// TransientBackOff meanwhile, each sync a BackOff event (an apiserver
-	// write). The status this sync stored already says CrashLoopBackOff
+	// first back-off ends (a crash loop's as the kubelet's BackoffError,
+	// without its jitter; an image pull's when the pull may be tried,
+	// where the kubelet waits for its resync), so restarts and pulls keep
+	// their rhythm, and not every TransientBackOff meanwhile, each sync a
+	// BackOff event (an apiserver write). The status this sync stored
+	// already says CrashLoopBackOff or ImagePullBackOff
 	// (GenerateOptions.BackOff).
 	err = fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
 	if left, ok := backOffLeft(res); ok {

@@ -90,18 +90,33 @@ func (b *Backoff) remainingSince(key string, eventTime time.Time) (delay, left t
 	return e.delay, e.delay - b.clock.Since(eventTime)
 }
 
+// RemainingSince returns how much of key's delay is left now after a
+// failure at eventTime; 0 when IsInBackOffSince is false.
+func (b *Backoff) RemainingSince(key string, eventTime time.Time) time.Duration {
+	_, left := b.remainingSince(key, eventTime)
+	return max(0, left)
+}
+
 // IsInBackOffSinceUpdate reports whether key's delay has not yet passed
 // between its last Next and eventTime. Image pulls use it with the current
 // time, as the kubelet's image manager does: a pull that failed is not
 // retried until its delay passed.
 func (b *Backoff) IsInBackOffSinceUpdate(key string, eventTime time.Time) bool {
+	return b.RemainingSinceUpdate(key, eventTime) > 0
+}
+
+// RemainingSinceUpdate returns how much of key's delay is left at
+// eventTime, counted from its last Next; 0 when IsInBackOffSinceUpdate is
+// false. An image pull refused in back-off says so (BackOffError), so that
+// the pod is synced again when the pull may be tried, not polled.
+func (b *Backoff) RemainingSinceUpdate(key string, eventTime time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.perEntry[key]
 	if !ok || b.expired(e, eventTime) {
-		return false
+		return 0
 	}
-	return eventTime.Sub(e.lastUpdate) < e.delay
+	return max(0, e.delay-eventTime.Sub(e.lastUpdate))
 }
 
 // Reset forgets key.

@@ -158,6 +158,11 @@ func TestBackoffIsInBackOffSinceUpdate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, b.IsInBackOffSinceUpdate("k", tt.at))
+			left := b.RemainingSinceUpdate("k", tt.at)
+			assert.Equal(t, tt.want, left > 0, "RemainingSinceUpdate %v", left)
+			if tt.want {
+				assert.Equal(t, updated.Add(10*time.Second).Sub(tt.at), left, "the rest of the delay")
+			}
 		})
 	}
 }

@@ -72,7 +72,8 @@ func inBackOff(b *Backoff, pod *v1.Pod, c *v1.Container, last *ContainerStatus) 
 	return fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, pod.Name, pod.Namespace, pod.UID), left, true
 }
 
-// backOffError is CrashLoopBackOff's refusal, with the wait it has left.
+// backOffError is a back-off's refusal (a crash loop's, an image pull's),
+// with the wait it has left.
 type backOffError struct {
 	err  error
 	left time.Duration
@@ -81,9 +82,17 @@ type backOffError struct {
 func (e *backOffError) Error() string { return e.err.Error() }
 func (e *backOffError) Unwrap() error { return e.err }
 
-// BackOffRemaining returns how long the crash-loop back-off that err
-// (from CrashLoopBackOff, possibly wrapped) had left when it was refused,
-// and false for an error that does not say.
+// BackOffError wraps err, a back-off's refusal (wrapping
+// ErrCrashLoopBackOff or ErrImagePullBackOff), with the wait left, so that
+// BackOffRemaining can tell it; a runtime's SyncPod returns it so the agent
+// syncs the pod again when the back-off ends.
+func BackOffError(err error, left time.Duration) error {
+	return &backOffError{err: err, left: max(0, left)}
+}
+
+// BackOffRemaining returns how long the back-off that err (from
+// CrashLoopBackOff or BackOffError, possibly wrapped) had left when it was
+// refused, and false for an error that does not say.
 func BackOffRemaining(err error) (time.Duration, bool) {
 	var be *backOffError
 	if errors.As(err, &be) {

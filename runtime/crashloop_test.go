@@ -75,6 +75,17 @@ func TestBackOffRemainingOfOtherErrors(t *testing.T) {
 	}
 }
 
+func TestBackOffErrorSaysTheWaitAndWrapsTheRefusal(t *testing.T) {
+	err := fmt.Errorf("sync: %w", BackOffError(fmt.Errorf("%w: Back-off pulling image", ErrImagePullBackOff), 7*time.Second))
+	left, ok := BackOffRemaining(err)
+	assert.True(t, ok)
+	assert.Equal(t, 7*time.Second, left)
+	assert.ErrorIs(t, err, ErrImagePullBackOff)
+	assert.Equal(t, "sync: ImagePullBackOff: Back-off pulling image", err.Error())
+	left, _ = BackOffRemaining(BackOffError(ErrImagePullBackOff, -time.Second))
+	assert.Zero(t, left, "a wait already over is none")
+}
+
 func TestCrashLoopBackOffRecordsTheRestart(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(t0)
 	b := NewBackoff(10*time.Second, time.Minute, 0, clk)

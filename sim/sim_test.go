@@ -258,6 +258,49 @@ func TestCrashLoopingPodRecordsOneBackOffPerWait(t *testing.T) {
 	}
 }
 
+// An image that cannot be pulled is tried again when its pull back-off
+// ends (10s, 20s, 40s ... as the kubelet's), not polled every second with a
+// BackOff event each time.
+func TestImagePullIsRetriedWhenItsBackOffEnds(t *testing.T) {
+	cl := newCluster(t, sim.Config{}, "n1")
+	start := cl.Clock().Now()
+	create(t, cl, pod("nopull", map[string]string{sim.PullErrorAnnotation: "not found"}))
+	run(t, cl, 3*time.Minute)
+	var pulls []time.Duration
+	backoffs := 0
+	for _, e := range cl.Events() {
+		if e.Object != "default/nopull" {
+			continue
+		}
+		switch e.Reason {
+		case "Pulling":
+			pulls = append(pulls, e.Time.Sub(start))
+		case "BackOff":
+			backoffs++
+		}
+	}
+	t.Logf("3 virtual minutes of an image that cannot be pulled: %d SyncPod calls, pulls at %v, %d BackOff events",
+		cl.Node("n1").Runtime().CallCount("SyncPod"), pulls, backoffs)
+	// Failures at 0s, 10s, 30s, 70s and 150s: each back-off twice the last.
+	s := time.Second
+	want := []time.Duration{0, 10 * s, 30 * s, 70 * s, 150 * s}
+	if len(pulls) != len(want) {
+		t.Fatalf("pulls at %v, want at %v", pulls, want)
+	}
+	for i := range want {
+		if d := pulls[i] - pulls[0]; d != want[i] {
+			t.Errorf("pulls at %v, want at %v after the first", pulls, want)
+			break
+		}
+	}
+	// Syncs between two pulls find the back-off and record a BackOff
+	// event each: the failed pull's retry (SyncErrorBackOff) and, in a
+	// wait longer than a minute, the resync. Polled, it was 85.
+	if backoffs > 2*len(pulls) {
+		t.Errorf("%d BackOff events for %d waits, want at most 2 each", backoffs, len(pulls))
+	}
+}
+
 // Deletion as the apiserver and kubelet do it: the pod is marked, its
 // containers get their grace period, the agent deletes it when stopped.
 func TestGracefulDeletion(t *testing.T) {

@@ -91,10 +91,12 @@ func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandb
 	p.mu.Lock()
 	last, failed := p.failedAt[key]
 	p.mu.Unlock()
-	if failed && p.backoff.IsInBackOffSince(key, last) {
-		msg = fmt.Sprintf("Back-off pulling image %q", image)
-		ev(pod, c.Name, "", v1.EventTypeNormal, runtime.EventBackOff, "%s", msg)
-		return "", msg, fmt.Errorf("%w: %s", runtime.ErrImagePullBackOff, msg)
+	if failed {
+		if left := p.backoff.RemainingSince(key, last); left > 0 {
+			msg = fmt.Sprintf("Back-off pulling image %q", image)
+			ev(pod, c.Name, "", v1.EventTypeNormal, runtime.EventBackOff, "%s", msg)
+			return "", msg, runtime.BackOffError(fmt.Errorf("%w: %s", runtime.ErrImagePullBackOff, msg), left)
+		}
 	}
 	ev(pod, c.Name, "", v1.EventTypeNormal, runtime.EventPulling, "Pulling image %q", c.Image)
 	start := p.clock.Now()

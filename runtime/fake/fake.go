@@ -93,7 +93,7 @@ type Behavior struct {
 	StartError error
 	// PullError makes pulls of the image fail with this message; SyncPod
 	// reports ErrImagePull, then ErrImagePullBackOff while the fake's pull
-	// back-off lasts.
+	// back-off lasts (a runtime.BackOffError with the time left).
 	PullError string
 	// StartLatency is how long each start takes, on the clock.
 	StartLatency time.Duration

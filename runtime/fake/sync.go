@@ -283,10 +283,10 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container)
 	}
 
 	key := string(pod.UID) + "_" + c.Image
-	if r.pullBackoff.IsInBackOffSinceUpdate(key, r.clock.Now()) {
+	if left := r.pullBackoff.RemainingSinceUpdate(key, r.clock.Now()); left > 0 {
 		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
 		r.containerEvent(pod, c.Name, v1.EventTypeNormal, runtime.EventBackOff, "%s", msg)
-		return "", msg, runtime.ErrImagePullBackOff
+		return "", msg, runtime.BackOffError(runtime.ErrImagePullBackOff, left)
 	}
 	r.containerEvent(pod, c.Name, v1.EventTypeNormal, runtime.EventPulling, "Pulling image %q", c.Image)
 	start := r.clock.Now()
