@@ -88,9 +88,10 @@ type Config struct {
 	// knownAPIPod) with an update of the status subresource (PUT, the
 	// PodClient's StatusUpdater) carrying the pod's resourceVersion, rather
 	// than a strategic-merge patch: the apiserver applies it for less CPU
-	// (a patch converts the pod to a map and back and merges by schema,
-	// about a third of the apiserver's CPU per status write), which is
-	// what bounds a virtual node's burst of pods to Running. The update
+	// (a patch converts the pod to a map and back and merges by schema:
+	// half of what a status write cost the apiserver in
+	// docs/performance.md's profile), and the apiserver's CPU is what
+	// bounds a virtual node's burst of pods to Running. The update
 	// sends what the patch would make of the pod; a copy that is no longer
 	// current answers Conflict, and the pod is then read and patched.
 	// Default false: the kubelet patches.
