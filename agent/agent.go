@@ -148,13 +148,14 @@ func New(c Config) (*Agent, error) {
 		a.cfg.AdmitHandlers = append([]admission.PodAdmitHandler{a.eviction}, a.cfg.AdmitHandlers...)
 	}
 	a.status, err = status.NewManager(status.Config{
-		PodClient:      c.StatusClient,
-		NodeName:       c.NodeName,
-		SyncWorkers:    c.StatusSyncWorkers,
-		Nodes:          nodes,
-		DeletionSafety: (*handler)(a),
-		Clock:          c.Clock,
-		Log:            c.Log.WithName("status"),
+		PodClient:         c.StatusClient,
+		NodeName:          c.NodeName,
+		SyncWorkers:       c.StatusSyncWorkers,
+		UpdateKnownStatus: c.UpdateKnownStatus,
+		Nodes:             nodes,
+		DeletionSafety:    (*handler)(a),
+		Clock:             c.Clock,
+		Log:               c.Log.WithName("status"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("status manager: %w", err)

@@ -112,6 +112,12 @@ type Config struct {
 	// kubelet writes one at a time. A client-side rate limit (client-go's
 	// QPS, 5 by default) bounds them too.
 	StatusSyncWorkers int
+	// UpdateKnownStatus writes a status whose base the agent knows with an
+	// update (PUT) of pods/status on that resourceVersion rather than a
+	// strategic-merge patch (status.Config.UpdateKnownStatus): less of the
+	// apiserver's CPU per write. Default false: the kubelet patches;
+	// provider/nodeutil sets it.
+	UpdateKnownStatus bool
 	// SyncErrorBackOff is how long after a failed sync a pod is synced
 	// again (plus jitter). Default 10s, as the kubelet's.
 	SyncErrorBackOff time.Duration

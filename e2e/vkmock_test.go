@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	goruntime "runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +30,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/e2e/cluster"
 	mock "github.com/nodekit/nodekit/e2e/vkmock"
 	"github.com/nodekit/nodekit/provider/nodeutil"
 	"github.com/nodekit/nodekit/status"
@@ -42,12 +45,21 @@ const perfQPS, perfBurst = 2000, 4000
 const vkWorkers = 8
 
 // podCalls counts one runner's requests on pods: status writes (PUT or
-// PATCH of pods/status) and reads of one pod.
-type podCalls struct{ writes, reads atomic.Int64 }
+// PATCH of pods/status) and reads of one pod; with byKind, all its
+// requests by method and path (pods and events by kind).
+type podCalls struct {
+	writes, reads atomic.Int64
+	byKind        bool
+	mu            sync.Mutex
+	kinds         map[string]int
+}
 
 func (c *podCalls) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		p := req.URL.Path
+		if c.byKind {
+			c.count(req)
+		}
 		if i := strings.Index(p, "/pods/"); i >= 0 {
 			rest := p[i+len("/pods/"):]
 			switch {
@@ -59,6 +71,34 @@ func (c *podCalls) wrap(rt http.RoundTripper) http.RoundTripper {
 		}
 		return rt.RoundTrip(req)
 	})
+}
+
+func (c *podCalls) count(req *http.Request) {
+	p := req.URL.Path
+	k := req.Method + " " + p
+	if i := strings.Index(p, "/pods/"); i >= 0 {
+		_, sub, _ := strings.Cut(p[i+len("/pods/"):], "/")
+		k = req.Method + " pods/" + sub
+	} else if strings.Contains(p, "/events") {
+		k = req.Method + " events"
+	}
+	if req.URL.Query().Get("watch") != "" {
+		k += " (watch)"
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kinds == nil {
+		c.kinds = map[string]int{}
+	}
+	c.kinds[k]++
+}
+
+func (c *podCalls) reset() {
+	c.writes.Store(0)
+	c.reads.Store(0)
+	c.mu.Lock()
+	c.kinds = nil
+	c.mu.Unlock()
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -295,8 +335,7 @@ func measure(t *testing.T, admin *kubernetes.Clientset, runner, nodeName string,
 	goruntime.GC()
 	var before, after goruntime.MemStats
 	goruntime.ReadMemStats(&before)
-	calls.writes.Store(0)
-	calls.reads.Store(0)
+	calls.reset()
 	start := time.Now()
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -344,6 +383,44 @@ func measure(t *testing.T, admin *kubernetes.Clientset, runner, nodeName string,
 		writes: calls.writes.Load(), reads: calls.reads.Load(), allocBytes: after.TotalAlloc - before.TotalAlloc, sample: sample}
 }
 
+// profile writes CPU profiles of one measured run to dir (none if dir is
+// empty): this process's over the run (both runners are in it) as
+// <name>.pprof, and the apiserver's over its first seconds as
+// apiserver-<name>.pprof. The returned stop ends them.
+func profile(t *testing.T, admin *kubernetes.Clientset, dir, name string, seconds int) (stop func()) {
+	t.Helper()
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	api := make(chan struct{})
+	go func() {
+		defer close(api)
+		b, err := admin.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(seconds)).DoRaw(context.Background())
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "apiserver-"+name+".pprof"), b, 0o644)
+		}
+		if err != nil {
+			t.Errorf("the apiserver's profile: %v", err)
+		}
+	}()
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+		<-api
+	}
+}
+
 // removePods deletes the pods bound to nodeName at once and waits until
 // the apiserver has none left.
 func removePods(t *testing.T, admin *kubernetes.Clientset, nodeName string) {
@@ -379,11 +456,18 @@ func removePods(t *testing.T, admin *kubernetes.Clientset, nodeName string) {
 // pod's time from Create to Running, pod status writes and single-pod
 // reads by the runner, and bytes allocated in this process meanwhile. The
 // statuses must agree; the figures are logged (docs/performance.md).
-// 1,000 pods only with NODEKIT_PERF=1:
+// 1,000 pods only with NODEKIT_PERF=1. NODEKIT_PERF_PROFILE=<dir> writes
+// CPU profiles of each measured run there (profile) and logs each runner's
+// requests by kind:
 //
 //	cd e2e && NODEKIT_PERF=1 go test -count=1 -run TestMockProviderSideBySide -v .
 func TestMockProviderSideBySide(t *testing.T) {
-	c := startCluster(t)
+	profDir := os.Getenv("NODEKIT_PERF_PROFILE")
+	var cfg cluster.Config
+	if profDir != "" {
+		cfg.APIServerArgs = []string{"--profiling=true"}
+	}
+	c := startClusterWith(t, cfg)
 	admin, _ := clientset(t, c.RESTConfig(), perfQPS, perfBurst)
 	// 1,000 pods take minutes with -race (as CI runs e2e); the figures of
 	// docs/performance.md are taken without it, with NODEKIT_PERF=1.
@@ -401,7 +485,7 @@ func TestMockProviderSideBySide(t *testing.T) {
 		for round, order := range orders {
 			for _, runner := range order {
 				nodeName := fmt.Sprintf("%s-%d-%d", map[string]string{"virtual-kubelet": "vk", "nodekit": "nk"}[runner], n, round)
-				calls := &podCalls{}
+				calls := &podCalls{byKind: profDir != ""}
 				cs, _ := clientset(t, c.RESTConfig(), perfQPS, perfBurst, calls.wrap)
 				p, tmpl := mockProvider(t, nodeName, n)
 				var stop func()
@@ -410,7 +494,15 @@ func TestMockProviderSideBySide(t *testing.T) {
 				} else {
 					stop = startNodekitMock(t, cs, nodeName, p, tmpl)
 				}
+				name := fmt.Sprintf("%s-%d-%d", runner, n, round+1)
+				stopProfile := profile(t, admin, profDir, name, max(1, n*4/1000))
 				res := measure(t, admin, runner, nodeName, n, calls)
+				stopProfile()
+				if profDir != "" {
+					calls.mu.Lock()
+					t.Logf("%s: requests %v", name, calls.kinds)
+					calls.mu.Unlock()
+				}
 				res.round = round + 1
 				stop()
 				results = append(results, res)

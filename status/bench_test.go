@@ -17,18 +17,20 @@ import (
 
 // BenchmarkSetPodStatusAndSync: each op sets a status for every one of N
 // pods and syncs them; "change" runs send a real change each time, "noop"
-// runs the same status again.
+// runs the same status again; "change-update" is "change" with
+// Config.UpdateKnownStatus (updates rather than patches; patches/set counts
+// both).
 func BenchmarkSetPodStatusAndSync(b *testing.B) {
 	for _, n := range []int{100, 1000} {
-		for _, mode := range []string{"change", "noop"} {
+		for _, mode := range []string{"change", "noop", "change-update"} {
 			b.Run(fmt.Sprintf("N=%d/%s", n, mode), func(b *testing.B) {
-				benchSync(b, n, mode == "change")
+				benchSync(b, n, mode != "noop", mode == "change-update")
 			})
 		}
 	}
 }
 
-func benchSync(b *testing.B, n int, change bool) {
+func benchSync(b *testing.B, n int, change, update bool) {
 	ctx := context.Background()
 	f := statustest.New()
 	pods := make([]*v1.Pod, n)
@@ -36,7 +38,7 @@ func benchSync(b *testing.B, n int, change bool) {
 		pods[i] = testPod(fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid%d", i)))
 		f.Add(pods[i])
 	}
-	m, _ := newManager(b, f, nil)
+	m, _ := newManager(b, f, func(c *status.Config) { c.UpdateKnownStatus = update })
 	sts := [2]v1.PodStatus{runningStatus("cri://a"), runningStatus("cri://a")}
 	sts[1].Message = "other"
 	for _, p := range pods {
@@ -58,7 +60,7 @@ func benchSync(b *testing.B, n int, change bool) {
 		}
 		m.Sync(ctx)
 		b.StopTimer()
-		patches += f.Count(statustest.VerbPatch)
+		patches += f.Count(statustest.VerbPatch) + f.Count(statustest.VerbUpdate)
 		f.ClearActions()
 		b.StartTimer()
 	}

@@ -13,7 +13,12 @@
 // reads the pod before every patch, it reads only where the apiserver's
 // current pod decides something (static pods, terminal and deleted pods,
 // after a failed patch); a running pod's patch builds on the answer to its
-// previous one or, for its first, on the pod as the apiserver delivered it. It syncs
+// previous one or, for its first, on the pod as the apiserver delivered it.
+// With Config.UpdateKnownStatus (provider/nodeutil sets it) such a write is
+// an update (PUT) of the status subresource on that base's resourceVersion,
+// sending what the patch would make of the pod, which costs the apiserver
+// less CPU than a strategic merge; a stale base answers Conflict and the pod
+// is read and patched. It syncs
 // Config.SyncWorkers pods at once (the kubelet one), each as soon as its
 // status changes and a worker is free, in the order they changed: no pod
 // waits for a batch of others or for a pass over all pods, and one pod is

@@ -29,6 +29,13 @@ type PodClient interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
+// StatusUpdater is the update (PUT) of the status subresource, which
+// Config.UpdateKnownStatus uses. client-go's typed CoreV1().Pods(namespace)
+// has it; a PodClient without it is patched.
+type StatusUpdater interface {
+	UpdateStatus(ctx context.Context, pod *v1.Pod, opts metav1.UpdateOptions) (*v1.Pod, error)
+}
+
 // NodeGetter reads the agent's Node, for the owner reference of mirror
 // pods. client-go's typed CoreV1().Nodes() satisfies it.
 type NodeGetter interface {
@@ -77,6 +84,18 @@ type Config struct {
 	// ConflictRetries is how often a sync that met a conflict is retried,
 	// with back-off from 100ms doubling. Default 3; negative: no retry.
 	ConflictRetries int
+	// UpdateKnownStatus writes a status that needs no read (see
+	// knownAPIPod) with an update of the status subresource (PUT, the
+	// PodClient's StatusUpdater) carrying the pod's resourceVersion, rather
+	// than a strategic-merge patch: the apiserver applies it for less CPU
+	// (a patch converts the pod to a map and back and merges by schema:
+	// half of what a status write cost the apiserver in
+	// docs/performance.md's profile), and the apiserver's CPU is what
+	// bounds a virtual node's burst of pods to Running. The update
+	// sends what the patch would make of the pod; a copy that is no longer
+	// current answers Conflict, and the pod is then read and patched.
+	// Default false: the kubelet patches.
+	UpdateKnownStatus bool
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 	// Log defaults to logr.Discard().
@@ -104,6 +123,7 @@ type Manager struct {
 	syncPeriod      time.Duration
 	conflictRetries int
 	syncWorkers     int
+	updateKnown     bool
 	clock           clock.WithTicker
 	log             logr.Logger
 
@@ -193,6 +213,7 @@ func NewManager(c Config) (*Manager, error) {
 		syncPeriod:      c.SyncPeriod,
 		conflictRetries: c.ConflictRetries,
 		syncWorkers:     c.SyncWorkers,
+		updateKnown:     c.UpdateKnownStatus,
 		clock:           c.Clock,
 		log:             c.Log,
 		signal:          make(chan struct{}, 1),

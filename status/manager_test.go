@@ -1024,3 +1024,83 @@ func TestPatchOfAPodGoneFromTheAPIServerReadsItOnce(t *testing.T) {
 	m.Sync(context.Background())
 	assert.Equal(t, []string{"get"}, verbs(f), "a later change reads the pod first")
 }
+
+// patchOnlyClient hides the Fake's UpdateStatus.
+type patchOnlyClient struct{ status.PodClient }
+
+// With UpdateKnownStatus a status whose base the Manager knows is written
+// with one update on that base's resourceVersion; a base someone changed
+// since answers Conflict, and the pod is read and patched. Where a read is
+// needed anyway, or the client cannot update, it patches.
+func TestUpdateKnownStatus(t *testing.T) {
+	ctx := context.Background()
+	message := func(msg string) v1.PodStatus {
+		st := runningStatus("cri://a")
+		st.Message = msg
+		return st
+	}
+	for _, tc := range []struct {
+		name        string
+		update      bool
+		patchOnly   bool
+		before      func(f *statustest.Fake)
+		first, next v1.PodStatus
+		verbs       []string
+		check       func(t *testing.T, stored *v1.Pod)
+	}{
+		{name: "first and later writes: updates, no read", update: true, first: message("one"), next: message("two"),
+			verbs: []string{"update", "update"}, check: func(t *testing.T, p *v1.Pod) {
+				assert.Equal(t, "two", p.Status.Message)
+				assert.Equal(t, map[string]string{"example.com/a": "b"}, p.Annotations, "the agent's annotations are not stored")
+			}},
+		{name: "another writer's change: conflict, read, patch; its condition stays", update: true, first: message("one"), next: message("two"),
+			before: func(f *statustest.Fake) {
+				p, _ := f.Pod("ns", "p")
+				p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue})
+				f.Add(p)
+			},
+			verbs: []string{"update", "update", "get", "patch"}, check: func(t *testing.T, p *v1.Pod) {
+				assert.Equal(t, "two", p.Status.Message)
+				var types []v1.PodConditionType
+				for _, c := range p.Status.Conditions {
+					types = append(types, c.Type)
+				}
+				assert.Contains(t, types, v1.PodConditionType("example.com/gate"))
+			}},
+		{name: "terminal status: read, patch", update: true, first: message("one"), next: v1.PodStatus{Phase: v1.PodSucceeded},
+			verbs: []string{"update", "get", "patch"}, check: func(t *testing.T, p *v1.Pod) {
+				assert.Equal(t, v1.PodSucceeded, p.Status.Phase)
+			}},
+		{name: "client without UpdateStatus: patches", update: true, patchOnly: true, first: message("one"), next: message("two"),
+			verbs: []string{"patch", "patch"}, check: func(t *testing.T, p *v1.Pod) { assert.Equal(t, "two", p.Status.Message) }},
+		{name: "default: patches, as the kubelet", first: message("one"), next: message("two"),
+			verbs: []string{"patch", "patch"}, check: func(t *testing.T, p *v1.Pod) { assert.Equal(t, "two", p.Status.Message) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := testPod("p", "uid1")
+			orig.Annotations = map[string]string{"example.com/a": "b"}
+			f := statustest.New(orig)
+			// The agent's copy: as the watch delivered it, with podconfig's
+			// annotations.
+			pod, _ := f.Pod("ns", "p")
+			pod.Annotations[podutil.ConfigSourceAnnotationKey] = podutil.ApiserverSource
+			pod.Annotations[podutil.ConfigFirstSeenAnnotationKey] = "2026-11-27T10:00:00Z"
+			m, _ := newManager(t, f, func(c *status.Config) {
+				c.UpdateKnownStatus = tc.update
+				if tc.patchOnly {
+					c.PodClient = func(ns string) status.PodClient { return patchOnlyClient{f.Pods(ns)} }
+				}
+			})
+			m.SetPodStatus(pod, tc.first)
+			m.Sync(ctx)
+			if tc.before != nil {
+				tc.before(f)
+			}
+			m.SetPodStatus(pod, tc.next)
+			m.Sync(ctx)
+			assert.Equal(t, tc.verbs, verbs(f))
+			stored, _ := f.Pod("ns", "p")
+			tc.check(t, stored)
+		})
+	}
+}

@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/podutil"
 )
 
 // statusPatch builds the strategic-merge patch of the status subresource
@@ -16,10 +18,32 @@ import (
 // key "type"), so that conditions others add meanwhile survive; pod and host
 // IPs are replaced as a whole; other lists are atomic in the API anyway.
 func statusPatch(uid types.UID, api, status *v1.PodStatus) (patch []byte, changed bool, err error) {
-	fields := map[string]any{}
+	fields := statusChanges(api, status)
+	if len(fields) == 0 {
+		return nil, false, nil
+	}
+	return marshalPatch(uid, fields)
+}
+
+// marshalPatch is the patch of fields (statusChanges).
+func marshalPatch(uid types.UID, fields map[string]any) (patch []byte, changed bool, err error) {
+	patch, err = json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": uid},
+		"status":   fields,
+	})
+	return patch, err == nil, err
+}
+
+// statusChanges is the status part of statusPatch, nil when nothing
+// changes.
+func statusChanges(api, status *v1.PodStatus) map[string]any {
+	var fields map[string]any
 	set := func(name string, differ bool, v any, empty bool) {
 		if !differ {
 			return
+		}
+		if fields == nil {
+			fields = map[string]any{}
 		}
 		if empty {
 			fields[name] = nil
@@ -32,7 +56,7 @@ func statusPatch(uid types.UID, api, status *v1.PodStatus) (patch []byte, change
 	eq := func(a, b any) bool { return reflect.DeepEqual(a, b) || apiequality.Semantic.DeepEqual(a, b) }
 
 	if status.ObservedGeneration > 0 && status.ObservedGeneration != api.ObservedGeneration {
-		fields["observedGeneration"] = status.ObservedGeneration
+		set("observedGeneration", true, status.ObservedGeneration, false)
 	}
 	set("phase", api.Phase != status.Phase, status.Phase, status.Phase == "")
 	set("reason", api.Reason != status.Reason, status.Reason, status.Reason == "")
@@ -48,10 +72,10 @@ func statusPatch(uid types.UID, api, status *v1.PodStatus) (patch []byte, change
 	// virtual-kubelet's mock sets) has in the apiserver the list of that IP:
 	// its conversion fills one from the other. That list is no change.
 	if !eq(api.PodIPs, status.PodIPs) && !(len(status.PodIPs) == 0 && singleIP(len(api.PodIPs), func(i int) string { return api.PodIPs[i].IP }, status.PodIP)) {
-		fields["podIPs"] = replaceList(status.PodIPs)
+		set("podIPs", true, replaceList(status.PodIPs), false)
 	}
 	if !eq(api.HostIPs, status.HostIPs) && !(len(status.HostIPs) == 0 && singleIP(len(api.HostIPs), func(i int) string { return api.HostIPs[i].IP }, status.HostIP)) {
-		fields["hostIPs"] = replaceList(status.HostIPs)
+		set("hostIPs", true, replaceList(status.HostIPs), false)
 	}
 
 	var conds []any
@@ -68,17 +92,72 @@ func statusPatch(uid types.UID, api, status *v1.PodStatus) (patch []byte, change
 		}
 	}
 	if len(conds) > 0 {
-		fields["conditions"] = conds
+		set("conditions", true, conds, false)
 	}
+	return fields
+}
 
-	if len(fields) == 0 {
-		return nil, false, nil
+// updatedStatus is the status the apiserver makes of api with statusPatch's
+// patch to status: what an update (Config.UpdateKnownStatus) sends in its
+// place. The fields the patch leaves alone (those others own, such as
+// nominatedNodeName or resourceClaimStatuses) keep api's values; conditions
+// are merged by type as the patch's are, a changed one in its place and a
+// new one at the end.
+func updatedStatus(api, status *v1.PodStatus) v1.PodStatus {
+	out := *api
+	if status.ObservedGeneration > 0 {
+		out.ObservedGeneration = status.ObservedGeneration
 	}
-	patch, err = json.Marshal(map[string]any{
-		"metadata": map[string]any{"uid": uid},
-		"status":   fields,
-	})
-	return patch, err == nil, err
+	out.Phase, out.Reason, out.Message = status.Phase, status.Reason, status.Message
+	out.HostIP, out.PodIP, out.QOSClass, out.StartTime = status.HostIP, status.PodIP, status.QOSClass, status.StartTime
+	out.ContainerStatuses = status.ContainerStatuses
+	out.InitContainerStatuses = status.InitContainerStatuses
+	out.EphemeralContainerStatuses = status.EphemeralContainerStatuses
+	if !(len(status.PodIPs) == 0 && singleIP(len(api.PodIPs), func(i int) string { return api.PodIPs[i].IP }, status.PodIP)) {
+		out.PodIPs = status.PodIPs
+	}
+	if !(len(status.HostIPs) == 0 && singleIP(len(api.HostIPs), func(i int) string { return api.HostIPs[i].IP }, status.HostIP)) {
+		out.HostIPs = status.HostIPs
+	}
+	conds := make([]v1.PodCondition, 0, len(api.Conditions)+len(status.Conditions))
+	for i := range api.Conditions {
+		c := api.Conditions[i]
+		if _, sc := findCondition(status.Conditions, c.Type); sc != nil {
+			c = *sc
+		} else if ownedByAgent(c.Type) {
+			continue
+		}
+		conds = append(conds, c)
+	}
+	for i := range status.Conditions {
+		if _, ac := findCondition(api.Conditions, status.Conditions[i].Type); ac == nil {
+			conds = append(conds, status.Conditions[i])
+		}
+	}
+	out.Conditions = conds
+	return out
+}
+
+// updateBody is the pod an update of api's status to status sends: api's
+// metadata with its resourceVersion as the precondition, without the
+// annotations podconfig adds to the agent's copy of an apiserver pod
+// (config.source and config.seen: the apiserver would store them; static
+// pods, whose mirrors carry config.source, are never updated so) or the
+// managed fields (the apiserver keeps its own for a subresource).
+func updateBody(api *v1.Pod, status v1.PodStatus) *v1.Pod {
+	body := &v1.Pod{TypeMeta: api.TypeMeta, ObjectMeta: api.ObjectMeta, Spec: api.Spec, Status: status}
+	body.ManagedFields = nil
+	_, src := api.Annotations[podutil.ConfigSourceAnnotationKey]
+	_, seen := api.Annotations[podutil.ConfigFirstSeenAnnotationKey]
+	if src || seen {
+		body.Annotations = make(map[string]string, len(api.Annotations))
+		for k, v := range api.Annotations {
+			if k != podutil.ConfigSourceAnnotationKey && k != podutil.ConfigFirstSeenAnnotationKey {
+				body.Annotations[k] = v
+			}
+		}
+	}
+	return body
 }
 
 // conditionPatch is c as a merge item; a reason or message that c drops

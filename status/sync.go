@@ -225,16 +225,26 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 
 	delay := m.safety != nil && m.safety.PodCouldHaveRunningContainers(pod)
 	merged := mergePodStatus(&api.Status, &vs.status, delay, metav1.NewTime(m.clock.Now()).Rfc3339Copy())
-	patch, changed, err := statusPatch(api.UID, &api.Status, &merged)
-	if err != nil {
-		return err
-	}
-	if changed {
-		m.log.V(3).Info("Patching pod status", "pod", podRef(pod), "version", vs.version, "patch", string(patch))
-		np, err := client.Patch(ctx, api.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if changes := statusChanges(&api.Status, &merged); changes != nil {
+		var np *v1.Pod
+		var err error
+		if up, ok := client.(StatusUpdater); ok && known && m.updateKnown {
+			// The patch's result, sent whole on the copy it builds on.
+			m.log.V(3).Info("Updating pod status", "pod", podRef(pod), "version", vs.version, "resourceVersion", api.ResourceVersion)
+			st := updatedStatus(&api.Status, &merged)
+			np, err = up.UpdateStatus(ctx, updateBody(api, st), metav1.UpdateOptions{})
+		} else {
+			patch, _, perr := marshalPatch(api.UID, changes)
+			if perr != nil {
+				return perr
+			}
+			m.log.V(3).Info("Patching pod status", "pod", podRef(pod), "version", vs.version, "patch", string(patch))
+			np, err = client.Patch(ctx, api.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		}
 		if err != nil {
 			// The next attempt reads the pod: it may be gone, recreated
-			// (the patch's UID precondition answers Conflict) or changed.
+			// (the patch's UID precondition answers Conflict) or changed
+			// (the update's resourceVersion answers Conflict).
 			m.setAPIPod(uid, nil)
 			if known && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)) {
 				// Read the pod now: the source's copy (knownAPIPod) is

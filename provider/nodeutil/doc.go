@@ -25,6 +25,12 @@
 //     StatusSyncWorkers (8) bounds the status writes in flight. A
 //     client-go client's own rate limit (QPS 5, burst 10 by default)
 //     bounds them too: raise it for a node that starts many pods at once.
+//   - A pod status is written with an update (PUT) of pods/status on
+//     the resourceVersion the node last saw, as virtual-kubelet writes it,
+//     not with the kubelet's strategic-merge patch, which costs the
+//     apiserver more CPU per write; a stale resourceVersion answers
+//     Conflict and the pod is then read and patched. WithPatchStatus
+//     patches always, as the kubelet.
 //   - Pods come from a watch of the pods bound to the node
 //     (Clients.Pods); WithPodFilter is virtual-kubelet's
 //     PodEventFilterFunc. A shared informer of one's own is fed through

@@ -77,6 +77,14 @@ type Config struct {
 	// StatusSyncWorkers is how many pod statuses are written at once.
 	// Default 8 (agent.Config.StatusSyncWorkers).
 	StatusSyncWorkers int
+	// PatchStatus writes every pod status with a strategic-merge patch, as
+	// the kubelet. Default false: a status whose base the node knows (the
+	// pod as the watch delivered it, or the answer to its last write) is
+	// written with an update (PUT) on that resourceVersion, as
+	// virtual-kubelet's UpdateStatus, which costs the apiserver less CPU;
+	// a stale base answers Conflict and is then read and patched
+	// (agent.Config.UpdateKnownStatus).
+	PatchStatus bool
 	// OnNodeStatusUpdateError is virtual-kubelet's
 	// NodeStatusUpdateErrorHandler (node.Config.OnStatusUpdateError).
 	OnNodeStatusUpdateError func(ctx context.Context, err error) error
@@ -129,6 +137,13 @@ func WithServer(addr string, tlsConfig *tls.Config, auth *server.Auth) Option {
 // WithPodFilter sets virtual-kubelet's PodEventFilterFunc.
 func WithPodFilter(f func(*v1.Pod) bool) Option {
 	return func(cfg *Config) error { cfg.PodFilter = f; return nil }
+}
+
+// WithPatchStatus writes every pod status with a strategic-merge patch, as
+// the kubelet, rather than an update where the node knows the pod's
+// resourceVersion (Config.PatchStatus).
+func WithPatchStatus() Option {
+	return func(cfg *Config) error { cfg.PatchStatus = true; return nil }
 }
 
 // WithStatusSyncWorkers sets how many pod statuses are written at once.
@@ -259,6 +274,7 @@ func NewNode(name string, p provider.PodLifecycleHandler, opts ...Option) (*Node
 		MaxPods:           maxPods,
 		IgnoreCapacity:    !cfg.EnforceCapacity,
 		StatusSyncWorkers: cfg.StatusSyncWorkers,
+		UpdateKnownStatus: !cfg.PatchStatus,
 		Log:               cfg.Log,
 	}
 	if cfg.Recorder != nil {

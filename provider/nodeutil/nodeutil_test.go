@@ -223,6 +223,38 @@ func TestNewNodeAdmission(t *testing.T) {
 	}
 }
 
+// TestNewNodeWritesStatusesByUpdate: a pod the watch delivered (with the
+// apiserver's resourceVersion) goes to Running with one update of its
+// status and no read, as virtual-kubelet writes it; WithPatchStatus
+// patches, as the kubelet.
+func TestNewNodeWritesStatusesByUpdate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []nodeutil.Option
+		verb string
+	}{
+		{"default: update", nil, statustest.VerbUpdate},
+		{"WithPatchStatus: patch", []nodeutil.Option{nodeutil.WithPatchStatus()}, statustest.VerbPatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(boundPod("a", "vk-1"))
+			stored, _ := c.pods.Pod("default", "a")
+			c.src.SetList(&v1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: stored.ResourceVersion}, Items: []v1.Pod{*stored}})
+			opts := append([]nodeutil.Option{nodeutil.WithClients(c.clients()), nodeutil.WithTemplate(mockTemplate("vk-1", "2")),
+				nodeutil.WithAgentConfig(fast)}, tc.opts...)
+			n, err := nodeutil.NewNode("vk-1", providertest.NewNotifier(nil), opts...)
+			require.NoError(t, err)
+			run(t, n)
+			eventually(t, "a Running", func() bool { return c.phase("a") == v1.PodRunning })
+			var verbs []string
+			for _, a := range c.pods.Actions() {
+				verbs = append(verbs, a.Verb)
+			}
+			assert.Equal(t, []string{tc.verb}, verbs)
+		})
+	}
+}
+
 // TestNewNodeServesTheKubeletAPI: WithServer serves /pods on its address,
 // and the Node's kubelet port is that address's port.
 func TestNewNodeServesTheKubeletAPI(t *testing.T) {

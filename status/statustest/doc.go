@@ -3,7 +3,7 @@
 // pods) without an apiserver.
 //
 // A Fake stores pods by namespace and name. Fake.Pods(namespace) returns a
-// client whose Get, Patch, Create and Delete have the signatures of
+// client whose Get, Patch, UpdateStatus, Create and Delete have the signatures of
 // client-go's typed CoreV1().Pods(namespace), so it fills status.Config's
 // PodClient:
 //
@@ -27,6 +27,9 @@
 //     "$patch": "delete" and "$patch": "replace" honoured, other lists are
 //     replaced. metadata.uid in the patch is checked as a precondition and a
 //     mismatch answers Conflict, as the apiserver does.
+//   - UpdateStatus needs the stored pod's resourceVersion (a mismatch
+//     answers Conflict) and takes the status, labels and annotations from
+//     the pod it is given, nothing else; nothing is defaulted or validated.
 //   - Create assigns a UID ("fake-uid-N") and resourceVersion, sets phase
 //     Pending and keeps the rest of the status empty; nothing is defaulted or
 //     validated, and no admission (for example NodeRestriction) runs.

@@ -20,6 +20,8 @@ const (
 	VerbPatch  = "patch"
 	VerbCreate = "create"
 	VerbDelete = "delete"
+	// VerbUpdate is an update (PUT) of the status subresource.
+	VerbUpdate = "update"
 )
 
 // Action is one recorded call.
@@ -32,7 +34,7 @@ type Action struct {
 	// PatchType and Patch are set for patches.
 	PatchType types.PatchType
 	Patch     []byte
-	// Object is a copy of the pod given to Create.
+	// Object is a copy of the pod given to Create or UpdateStatus.
 	Object *v1.Pod
 	// DeleteOptions are the options given to Delete.
 	DeleteOptions metav1.DeleteOptions
@@ -283,6 +285,49 @@ func (f *Fake) deleteLocked(ns, name string, opts metav1.DeleteOptions) error {
 		p.ResourceVersion = strconv.Itoa(f.nextRV)
 	}
 	return nil
+}
+
+// UpdateStatus replaces the stored pod's status with pod's, if pod's
+// resourceVersion (required) and UID (if set) are the stored pod's; else it
+// answers Conflict, as the apiserver does. Labels and annotations are taken
+// from pod as well, the rest of the metadata and the spec are kept.
+func (c *PodClient) UpdateStatus(_ context.Context, pod *v1.Pod, _ metav1.UpdateOptions) (*v1.Pod, error) {
+	f := c.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := Action{Verb: VerbUpdate, Namespace: c.ns, Name: pod.Name, Subresource: "status", Object: pod.DeepCopy()}
+	out, err := f.updateStatusLocked(c.ns, pod)
+	a.Err = err
+	f.recordLocked(a)
+	return out, err
+}
+
+func (f *Fake) updateStatusLocked(ns string, pod *v1.Pod) (*v1.Pod, error) {
+	if err := f.injectedLocked(VerbUpdate); err != nil {
+		return nil, err
+	}
+	if pod.Namespace != "" && pod.Namespace != ns {
+		return nil, apierrors.NewBadRequest("statustest: the pod's namespace is not the client's")
+	}
+	p, ok := f.pods[key{ns, pod.Name}]
+	if !ok {
+		return nil, apierrors.NewNotFound(v1.Resource("pods"), pod.Name)
+	}
+	if pod.ResourceVersion == "" {
+		return nil, apierrors.NewBadRequest("statustest: an update needs the pod's resourceVersion")
+	}
+	if pod.ResourceVersion != p.ResourceVersion || pod.UID != "" && pod.UID != p.UID {
+		return nil, apierrors.NewConflict(v1.Resource("pods"), pod.Name,
+			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	np := p.DeepCopy()
+	np.Labels = pod.DeepCopy().Labels
+	np.Annotations = pod.DeepCopy().Annotations
+	np.Status = *pod.Status.DeepCopy()
+	f.nextRV++
+	np.ResourceVersion = strconv.Itoa(f.nextRV)
+	f.pods[key{ns, pod.Name}] = np
+	return np.DeepCopy(), nil
 }
 
 // Patch applies a strategic-merge patch to the status subresource; see the

@@ -100,3 +100,35 @@ func verbs(as []statustest.Action) []string {
 	}
 	return out
 }
+
+// UpdateStatus applies on the stored resourceVersion only, and takes the
+// status, labels and annotations, not the spec.
+func TestUpdateStatusChecksTheResourceVersion(t *testing.T) {
+	ctx := context.Background()
+	f := statustest.New(pod())
+	c := f.Pods("ns")
+	cur, _ := f.Pod("ns", "p")
+
+	stale := cur.DeepCopy()
+	stale.ResourceVersion = "0"
+	_, err := c.UpdateStatus(ctx, stale, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsConflict(err), "stale resourceVersion: %v", err)
+	none := cur.DeepCopy()
+	none.ResourceVersion = ""
+	_, err = c.UpdateStatus(ctx, none, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsBadRequest(err), "no resourceVersion: %v", err)
+
+	next := cur.DeepCopy()
+	next.Status = v1.PodStatus{Phase: v1.PodRunning}
+	next.Annotations = map[string]string{"a": "b"}
+	next.Spec.NodeName = "elsewhere"
+	got, err := c.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, v1.PodStatus{Phase: v1.PodRunning}, got.Status)
+	assert.Equal(t, map[string]string{"a": "b"}, got.Annotations)
+	assert.Empty(t, got.Spec.NodeName, "the spec is not the status subresource's")
+	assert.NotEqual(t, cur.ResourceVersion, got.ResourceVersion)
+	assert.Equal(t, []string{statustest.VerbUpdate, statustest.VerbUpdate, statustest.VerbUpdate}, verbs(f.Actions()))
+	_, err = c.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsConflict(err), "the old resourceVersion again: %v", err)
+}
