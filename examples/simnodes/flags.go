@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -42,7 +43,8 @@ type options struct {
 	verbosity    int
 	duration     time.Duration
 	plegEvents   int
-	gcPercent    int // 0: Go's (GOGC, else 100)
+	gcPercent    int    // 0: Go's (GOGC, else 100)
+	pprofAddr    string // empty: no profiling endpoint
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -86,6 +88,7 @@ Flags:
 	fs.IntVar(&o.plegEvents, "pleg-event-capacity", 128, "events each node's PLEG buffers (48 bytes each, allocated whole with the node; the kubelet's 1000 are 47 KiB a node); "+
 		"a relist's events beyond it are dropped and their pods wait for the next resync (1m)")
 	fs.IntVar(&o.gcPercent, "gc-percent", 0, "the Go garbage collector's target (debug.SetGCPercent): a smaller one trades CPU for a smaller heap over the live one; 0 keeps Go's (GOGC, else 100)")
+	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof's /debug/pprof/ on (port 0: any, logged); empty: none")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -122,6 +125,11 @@ Flags:
 	}
 	if o.plegEvents < 1 {
 		return nil, bad("-pleg-event-capacity must be at least 1")
+	}
+	if o.pprofAddr != "" {
+		if _, _, err := net.SplitHostPort(o.pprofAddr); err != nil {
+			return nil, bad("-pprof-addr %q: want host:port", o.pprofAddr)
+		}
 	}
 	if o.gcPercent < 0 {
 		return nil, bad("-gc-percent must not be negative (the collector stays on)")

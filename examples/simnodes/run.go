@@ -53,6 +53,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
+	if o.pprofAddr != "" {
+		ctx, cancel := context.WithCancel(ctx)
+		done, err := servePprof(ctx, o.pprofAddr, log)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("-pprof-addr: %w", err)
+		}
+		defer func() { cancel(); <-done }()
+	}
 	cs, err := clients(o)
 	if err != nil {
 		return err
