@@ -39,6 +39,7 @@ type options struct {
 	maxPods      int
 	qps          float64
 	burst        int
+	maxInFlight  int
 	events       bool
 	verbosity    int
 	duration     time.Duration
@@ -82,6 +83,8 @@ Flags:
 	fs.IntVar(&o.maxPods, "max-pods", 110, "pods capacity of each node")
 	fs.Float64Var(&o.qps, "qps", 100, "the process's client QPS toward the apiserver (shared by its nodes)")
 	fs.IntVar(&o.burst, "burst", 200, "the process's client burst")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", 200, "requests the process keeps open toward the apiserver at once, watches aside; more wait for one to end "+
+		"(beyond the apiserver's 250 streams per HTTP/2 connection each would dial a TLS connection of its own)")
 	fs.BoolVar(&o.events, "events", true, "send the nodes' events (Pulled, Created, Started, Killing, probe failures ...) to the apiserver, as the kubelet does")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up the agents' detail")
 	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long; 0 runs until signalled")
@@ -119,6 +122,9 @@ Flags:
 	}
 	if o.qps <= 0 || o.burst < 1 {
 		return nil, bad("-qps and -burst must be positive")
+	}
+	if o.maxInFlight < 1 {
+		return nil, bad("-max-in-flight must be at least 1")
 	}
 	if o.maxPods < 1 {
 		return nil, bad("-max-pods must be at least 1")

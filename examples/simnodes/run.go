@@ -79,14 +79,14 @@ func clients(o *options) (*clientset, error) {
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	probe := rest.CopyConfig(cfg)
 	probe.Timeout = 10 * time.Second
-	pcs, err := newClients(probe)
+	pcs, err := newClients(probe, 0)
 	if err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: %w", o.kubeconfig, err)
 	}
 	if err := pcs.serverVersion(context.Background()); err != nil {
 		return nil, fmt.Errorf("-kubeconfig %s: no apiserver answers at %s: %w", o.kubeconfig, cfg.Host, err)
 	}
-	return newClients(cfg)
+	return newClients(cfg, o.maxInFlight)
 }
 
 // simNode is one node of the shard.
