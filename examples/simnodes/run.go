@@ -152,14 +152,14 @@ func runShard(ctx context.Context, o *options, cs *clientset, log logr.Logger) e
 		sn = append(sn, n)
 		outs[n.name] = n.agent.Channel(podutil.ApiserverSource)
 	}
-	d := newDispatcher(podInf.GetIndexer(), outs)
+	d := newDispatcher(ctx, podInf.GetIndexer(), outs)
 	if _, err := podInf.AddEventHandler(d.handler()); err != nil {
 		return err
 	}
 	for _, inf := range []cache.SharedIndexInformer{podInf, nodeInf} {
 		wg.Go(func() { inf.RunWithContext(ctx) })
 	}
-	wg.Go(func() { d.run(ctx) })
+	wg.Go(d.run)
 	log.Info("Starting nodes", "shard", fmt.Sprintf("%d/%d", o.shard, o.total), "nodes", len(sn),
 		"first", sn[0].name, "last", sn[len(sn)-1].name)
 	for _, n := range sn {
