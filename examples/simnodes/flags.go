@@ -81,8 +81,8 @@ Flags:
 	fs.StringVar(&memory, "memory", "256Gi", "memory capacity of each node")
 	fs.StringVar(&storage, "ephemeral-storage", "100Gi", "ephemeral-storage capacity of each node")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "pods capacity of each node")
-	fs.Float64Var(&o.qps, "qps", 100, "the process's client QPS toward the apiserver (shared by its nodes)")
-	fs.IntVar(&o.burst, "burst", 200, "the process's client burst")
+	fs.Float64Var(&o.qps, "qps", 100, "client QPS toward the apiserver of each of the process's two clients (pods, events and informers; the nodes' Leases and Node status), shared by its nodes")
+	fs.IntVar(&o.burst, "burst", 200, "each client's burst")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 200, "requests the process keeps open toward the apiserver at once, watches aside; more wait for one to end "+
 		"(beyond the apiserver's 250 streams per HTTP/2 connection each would dial a TLS connection of its own)")
 	fs.BoolVar(&o.events, "events", true, "send the nodes' events (Pulled, Created, Started, Killing, probe failures ...) to the apiserver, as the kubelet does")
