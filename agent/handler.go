@@ -88,7 +88,8 @@ func (h *handler) HandlePodRemoves(_ context.Context, pods []*v1.Pod) {
 }
 
 // HandlePodReconcile stores pods whose status alone changed in the
-// apiserver; a pod the apiserver reports terminal (evicted elsewhere) is
+// apiserver and has the status manager send its status again where
+// another writer changed what the agent owns; a pod the apiserver reports terminal (evicted elsewhere) is
 // synced so its worker can stop it, and one whose readiness gates' conditions
 // changed (set by controllers) is synced so its Ready condition follows
 // them, as the kubelet's.
@@ -99,6 +100,9 @@ func (h *handler) HandlePodReconcile(_ context.Context, pods []*v1.Pod) {
 		if podutil.IsMirrorPod(pod) {
 			continue
 		}
+		// Another writer (the node lifecycle controller's Ready False)
+		// changed what the agent owns: the agent's status goes again.
+		a.status.ReconcileAPIPod(pod)
 		if p := pod.Status.Phase; p == v1.PodFailed || p == v1.PodSucceeded || status.NeedToReconcilePodReadiness(pod) {
 			a.update(podworkers.SyncPodSync, pod, a.pods.MirrorOf(pod))
 		}

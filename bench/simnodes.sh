@@ -19,8 +19,10 @@
 # etcd 24791-24792, apiserver 24443, controller-manager 24257, scheduler
 # 24259, away from hack/conformance.sh's. SIMBENCH_PODS_PER_NODE (default
 # 10) sizes the Deployment, SIMBENCH_REST (default 60s) the windows at
-# rest; SIMBENCH_KEEP=1 keeps each run's logs and audit log. Needs openssl
-# and curl.
+# rest; SIMBENCH_KEEP=1 keeps each run's logs and audit log;
+# SIMBENCH_SIMNODES_ARGS adds flags to every simnodes process (e.g.
+# "-pprof-addr 127.0.0.1:0": each logs its address in its simnodes-i.log,
+# kept with SIMBENCH_KEEP=1). Needs openssl and curl.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log() { echo "simnodes.sh: $*" >&2; }
@@ -180,7 +182,7 @@ run_one() { # IMPL NODES PROCESSES
 	local load; load="$(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) on $(nproc) cores"
 	local status=0
 	"$BIN/simbench" -kubeconfig "$RUN/kubeconfig" -impl "$impl" -nodes "$nodes" -shards "$procs" \
-		-simnodes "$BIN/simnodes" -kwok "$BIN/kwok" -kwok-config "$BIN/kwok-stages.yaml" \
+		-simnodes "$BIN/simnodes" -simnodes-args "${SIMBENCH_SIMNODES_ARGS:-}" -kwok "$BIN/kwok" -kwok-config "$BIN/kwok-stages.yaml" \
 		-audit "$RUN/audit.log" -apiserver-pid "$RUN/kube-apiserver.pid" -workdir "$RUN" \
 		-rest "${SIMBENCH_REST:-60s}" -pods-per-node "${SIMBENCH_PODS_PER_NODE:-10}" -load "$load" -out "$RESULTS/$impl-$nodes-$procs.json" || status=$?
 	stop_all

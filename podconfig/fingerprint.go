@@ -44,6 +44,9 @@ func newFingerprinter() *fingerprinter {
 	return f
 }
 
+// minFingerprintBuf is the least buffer the fingerprinter allocates.
+const minFingerprintBuf = 1 << 10
+
 type marshaler interface {
 	Size() int
 	MarshalToSizedBuffer([]byte) (int, error)
@@ -56,9 +59,13 @@ type marshaler interface {
 // would otherwise cost a second walk of every pod.
 func (f *fingerprinter) encoded(m marshaler) uint64 {
 	if f.buf == nil {
-		// Allocated on first use: a node's pod config holds one, and an
-		// idle node (a simulator's thousand) never fingerprints a pod.
-		f.buf = make([]byte, 16<<10)
+		// Allocated on first use and sized to the pod (twice its
+		// encoding, which leaves room for the node's next pods to grow):
+		// a node's pod config holds one for as long as it runs, an idle
+		// node (a simulator's thousand) never fingerprints a pod, and one
+		// with a few pods should not keep 16 KiB for them (16 MiB in a
+		// process of 1,000 simulated nodes).
+		f.buf = make([]byte, max(minFingerprintBuf, 2*m.Size()))
 	}
 	n, ok := f.tryMarshal(m)
 	if !ok {

@@ -1,10 +1,12 @@
 package podconfig
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -136,4 +138,28 @@ func TestWarmQuantitiesReachesEveryQuantity(t *testing.T) {
 			assert.Equal(t, tc.written, !reflect.DeepEqual(before, p))
 		})
 	}
+}
+
+// The encoding buffer a pod config keeps is sized to its pods, not a fixed
+// 16 KiB, and grows for a larger pod without changing what is equal.
+func TestFingerprintBufferFitsThePodsAndGrows(t *testing.T) {
+	f := newFingerprinter()
+	small := podconfigtest.WorkloadPod(1, "img")
+	first := f.semantic(small)
+	size := small.Spec.Size()
+	assert.LessOrEqual(t, len(f.buf), max(minFingerprintBuf, 2*size), "buffer for a %d-byte spec", size)
+	assert.Less(t, len(f.buf), 16<<10)
+
+	big := podconfigtest.WorkloadPod(2, "img")
+	for i := range 50 {
+		c := big.Spec.Containers[0].DeepCopy()
+		c.Name = fmt.Sprintf("c%d", i)
+		big.Spec.Containers = append(big.Spec.Containers, *c)
+	}
+	require.Greater(t, big.Spec.Size(), len(f.buf), "the big pod must not fit the first buffer")
+	bigFP := f.semantic(big)
+	assert.Equal(t, bigFP, f.semantic(big.DeepCopy()), "the big pod's fingerprint after growing")
+	assert.Equal(t, first, f.semantic(small.DeepCopy()), "the small pod's fingerprint after growing")
+	assert.NotEqual(t, first, bigFP)
+	assert.Zero(t, f.broken)
 }

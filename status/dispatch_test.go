@@ -2,6 +2,8 @@ package status_test
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,4 +213,55 @@ func TestSingleIPsAreNoChangeAgainstTheListsTheAPIServerFilled(t *testing.T) {
 	assert.Contains(t, string(acts[0].Patch), `"podIP":"5.6.7.9"`)
 	assert.Contains(t, string(acts[0].Patch), `"podIPs":[{"$patch":"replace"}]`)
 	assert.NotContains(t, string(acts[0].Patch), "hostIPs")
+}
+
+// syncWorkers counts the goroutines running a sync worker.
+func syncWorkers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "status.(*Manager).work(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// Workers start with queued pods, never more than SyncWorkers, and end
+// when the queue is empty: an idle Manager (an idle node) holds none.
+func TestSyncWorkersRunOnlyWhilePodsAreQueued(t *testing.T) {
+	a, b, c := testPod("a", "uid-a"), testPod("b", "uid-b"), testPod("c", "uid-c")
+	f := statustest.New(a, b, c)
+	m, g := runManager(t, f, []string{"a", "b", "c"}, 2)
+	require.Never(t, func() bool { return syncWorkers() > 0 }, 50*time.Millisecond, time.Millisecond,
+		"a worker runs with nothing queued")
+
+	for _, p := range []*v1.Pod{a, b, c} {
+		m.SetPodStatus(p, runningStatus("cri://"+p.Name))
+	}
+	// a and b, in either order: two workers take them at once.
+	first := map[string]bool{}
+	for range 2 {
+		select {
+		case n := <-g.entered:
+			first[n] = true
+		case <-time.After(10 * time.Second):
+			t.Fatal("two patches did not start")
+		}
+	}
+	require.Equal(t, map[string]bool{"a": true, "b": true}, first)
+	select {
+	case n := <-g.entered:
+		t.Fatalf("a third patch (%s) started with SyncWorkers 2", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	assert.Equal(t, 2, syncWorkers())
+	close(g.release)
+	awaitPatch(t, g, "c")
+	require.Eventually(t, func() bool { return syncWorkers() == 0 }, 10*time.Second, time.Millisecond,
+		"workers still run with the queue empty")
+	for _, n := range []string{"a", "b", "c"} {
+		p, _ := f.Pod("ns", n)
+		assert.Equal(t, v1.PodRunning, p.Status.Phase, n)
+	}
 }

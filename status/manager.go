@@ -133,12 +133,16 @@ type Manager struct {
 	// qmu guards the sync workers' queue (see dispatch.go): the pods whose
 	// status changed, in order, each at most once (queued), and the pods
 	// being synced (busy), by a worker or a batch, which no one else syncs
-	// meanwhile. stopping ends the workers. Lock order: mu, apiMu, qmu.
+	// meanwhile; the workers running, started with workCtx (nil until
+	// Run), and waited for in workerWG. stopping ends the workers. Lock
+	// order: mu, apiMu, qmu.
 	qmu      sync.Mutex
-	qcond    *sync.Cond
 	queue    []types.UID
 	queued   map[types.UID]bool
 	busy     map[types.UID]bool
+	workers  int
+	workCtx  context.Context
+	workerWG sync.WaitGroup
 	stopping bool
 
 	mu       sync.Mutex
@@ -225,13 +229,13 @@ func NewManager(c Config) (*Manager, error) {
 		queued:          map[types.UID]bool{},
 		busy:            map[types.UID]bool{},
 	}
-	m.qcond = sync.NewCond(&m.qmu)
 	return m, nil
 }
 
 // Run syncs statuses with the apiserver until ctx ends, then returns:
-// each change at once, by SyncWorkers workers that take changed pods in
-// the order they changed, and every SyncPeriod all pods. Without a
+// each change at once, by up to SyncWorkers workers (started while pods
+// are queued, none when idle) that take changed pods in the order they
+// changed, and every SyncPeriod all pods. Without a
 // PodClient it only waits for ctx. Call it once, in its own goroutine.
 func (m *Manager) Run(ctx context.Context) {
 	if m.client == nil {
@@ -239,11 +243,7 @@ func (m *Manager) Run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	var wg sync.WaitGroup
-	for range m.syncWorkers {
-		wg.Go(func() { m.work(ctx) })
-	}
-	defer wg.Wait()
+	m.startWorkers(ctx)
 	defer m.stopWorkers()
 	t := m.clock.NewTicker(m.syncPeriod)
 	defer t.Stop()

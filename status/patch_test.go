@@ -2,9 +2,11 @@ package status
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A condition that no longer has a reason or message sends them as null:
@@ -37,5 +39,29 @@ func TestConditionThatDropsItsReasonNullsIt(t *testing.T) {
 	}
 	if c["status"] != "True" || c["type"] != "Ready" {
 		t.Errorf("condition %v", c)
+	}
+}
+
+// What the Manager keeps of a patch's answer is what the next patch builds
+// on, not one more copy of the whole pod.
+func TestAPIPodKeepsWhatPatchesBuildOnOnly(t *testing.T) {
+	now := metav1.Now()
+	full := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "7", DeletionTimestamp: &now,
+			Labels: map[string]string{"a": "b"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Spec:   v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "img"}}},
+		Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}},
+	}
+	got := apiPodOf(full)
+	want := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "7", DeletionTimestamp: &now},
+		Status:     full.Status,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("apiPodOf kept %+v, want %+v", got, want)
+	}
+	got.Status.Conditions[0].Status = v1.ConditionFalse
+	if full.Status.Conditions[0].Status != v1.ConditionTrue {
+		t.Error("apiPodOf shares the status with the pod it was given")
 	}
 }

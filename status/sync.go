@@ -310,13 +310,27 @@ func (m *Manager) knownAPIPod(uid types.UID, vs *versionedStatus) (*v1.Pod, bool
 }
 
 // setAPIPod records the apiserver's pod after a patch; nil forgets it.
+// Only what a later patch builds on is kept (see apiPodOf).
 func (m *Manager) setAPIPod(uid types.UID, api *v1.Pod) {
 	m.apiMu.Lock()
 	defer m.apiMu.Unlock()
 	if api == nil {
 		delete(m.apiPods, uid)
 	} else {
-		m.apiPods[uid] = api
+		m.apiPods[uid] = apiPodOf(api)
+	}
+}
+
+// apiPodOf is the part of the apiserver's pod that knownAPIPod's callers
+// read: its identity, resourceVersion, deletionTimestamp and status. A
+// patch's answer is the whole pod, spec and managedFields included, and
+// kept whole it was one more full copy of every running pod beside the
+// source's and the pod manager's (some 5 KiB a pod).
+func apiPodOf(p *v1.Pod) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp},
+		Status: *p.Status.DeepCopy(), // p may be the source's, read elsewhere
 	}
 }
 

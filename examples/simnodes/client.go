@@ -47,8 +47,9 @@ func newScheme() (*runtime.Scheme, error) {
 }
 
 // newClients makes the clients for cfg; they share one rate limiter at
-// cfg's QPS and burst, as a generated clientset's groups do.
-func newClients(cfg *rest.Config) (*clientset, error) {
+// cfg's QPS and burst, as a generated clientset's groups do, and at most
+// maxInFlight requests open at once besides watches (0: no bound).
+func newClients(cfg *rest.Config, maxInFlight int) (*clientset, error) {
 	s, err := newScheme()
 	if err != nil {
 		return nil, err
@@ -59,6 +60,9 @@ func newClients(cfg *rest.Config) (*clientset, error) {
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	if maxInFlight > 0 {
+		cfg.Wrap(limitInFlight(maxInFlight))
 	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {

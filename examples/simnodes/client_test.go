@@ -78,7 +78,7 @@ func TestClientsReachTheirGroupsPaths(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, seen := fakeAPIServer(t, tt.reply)
-			c, err := newClients(cfg)
+			c, err := newClients(cfg, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +116,7 @@ func TestSchemeHasOnlyCoreAndCoordination(t *testing.T) {
 func TestServerVersionFailsWhenNoAPIServerAnswers(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) }))
 	t.Cleanup(srv.Close)
-	c, err := newClients(&rest.Config{Host: srv.URL})
+	c, err := newClients(&rest.Config{Host: srv.URL}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

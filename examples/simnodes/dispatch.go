@@ -24,16 +24,26 @@ func nodeIndex(obj any) ([]string, error) {
 // nodes they are bound to, as each node's apiserver source would have
 // seen them on a watch of its own: a SET of its pods first, then ADD,
 // UPDATE and REMOVE. Each node has a feeder with a queue of its own, so
-// a node slow to take its updates holds up no other.
+// a node slow to take its updates holds up no other. A feeder's goroutine
+// runs only while its queue has updates: a standing one per node waited
+// almost always (1,000 goroutines and their stacks in a process of 1,000
+// nodes).
 type dispatcher struct {
+	ctx     context.Context
 	indexer cache.Indexer
 	feeders map[string]*feeder // by node name; fixed after newDispatcher
+
+	mu      sync.Mutex // guards stopped against wg's Go and Wait
+	stopped bool
+	wg      sync.WaitGroup
 }
 
-func newDispatcher(indexer cache.Indexer, outs map[string]chan<- podconfig.PodUpdate) *dispatcher {
-	d := &dispatcher{indexer: indexer, feeders: make(map[string]*feeder, len(outs))}
+// newDispatcher feeds the nodes of outs until ctx ends; run waits for
+// its goroutines.
+func newDispatcher(ctx context.Context, indexer cache.Indexer, outs map[string]chan<- podconfig.PodUpdate) *dispatcher {
+	d := &dispatcher{ctx: ctx, indexer: indexer, feeders: make(map[string]*feeder, len(outs))}
 	for name, out := range outs {
-		d.feeders[name] = &feeder{out: out, wake: make(chan struct{}, 1)}
+		d.feeders[name] = &feeder{d: d, out: out}
 	}
 	return d
 }
@@ -84,63 +94,74 @@ func (d *dispatcher) start(node string) {
 		}
 	}
 	f.started, f.queue = true, []podconfig.PodUpdate{{Op: podconfig.SET, Pods: pods}}
+	f.spawnLocked()
 	f.mu.Unlock()
-	f.signal()
 }
 
-// run feeds every node its updates until ctx ends.
-func (d *dispatcher) run(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, f := range d.feeders {
-		wg.Go(func() { f.run(ctx) })
-	}
-	wg.Wait()
+// run returns once ctx has ended and every feeder's goroutine with it.
+func (d *dispatcher) run() {
+	<-d.ctx.Done()
+	d.mu.Lock()
+	d.stopped = true
+	d.mu.Unlock()
+	d.wg.Wait()
 }
 
 type feeder struct {
-	out  chan<- podconfig.PodUpdate
-	wake chan struct{}
+	d   *dispatcher
+	out chan<- podconfig.PodUpdate
 
 	mu      sync.Mutex
 	started bool
+	running bool // its goroutine runs
 	queue   []podconfig.PodUpdate
 }
 
 // push queues u once the feeder has started.
 func (f *feeder) push(u podconfig.PodUpdate) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if !f.started {
-		f.mu.Unlock()
 		return
 	}
 	f.queue = append(f.queue, u)
-	f.mu.Unlock()
-	f.signal()
+	f.spawnLocked()
 }
 
-func (f *feeder) signal() {
-	select {
-	case f.wake <- struct{}{}:
-	default:
+// spawnLocked starts the feeder's goroutine unless it runs or the
+// dispatcher has stopped. Callers hold f.mu.
+func (f *feeder) spawnLocked() {
+	if f.running {
+		return
 	}
+	d := f.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return
+	}
+	f.running = true
+	d.wg.Go(f.feed)
 }
 
-func (f *feeder) run(ctx context.Context) {
+// feed sends the queue's updates in order until it is empty or the
+// dispatcher's ctx ends.
+func (f *feeder) feed() {
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-f.wake:
-		}
 		f.mu.Lock()
 		q := f.queue
 		f.queue = nil
+		if len(q) == 0 {
+			f.running = false
+			f.mu.Unlock()
+			return
+		}
 		f.mu.Unlock()
 		for _, u := range q {
 			select {
 			case f.out <- u:
-			case <-ctx.Done():
-				return
+			case <-f.d.ctx.Done():
+				return // running stays true: nothing starts another
 			}
 		}
 	}

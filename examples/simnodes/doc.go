@@ -17,11 +17,15 @@
 // come from it) and the k-th host address of -node-ip-cidr as its
 // InternalIP, so the shards' nodes never overlap.
 //
-// What a process shares among its nodes, to keep a node cheap: one
-// client (one connection pool, one rate limiter: -qps, -burst; client-go's
-// generic typed client over a scheme of core/v1 and coordination/v1
-// only, client.go, so that the binary links two API groups and not the
-// clientset's 55), one pod
+// What a process shares among its nodes, to keep a node cheap: two
+// clients, one for pods, events and the informers and one for the nodes'
+// Leases and Node status, so that a rollout's patches cannot delay the
+// heartbeats (each its own connection pool and rate limiter: -qps,
+// -burst; at most -max-in-flight requests open, watches aside, beyond
+// which Go's HTTP/2 transport would dial a TLS connection per waiting
+// request; client-go's generic typed client over a scheme of core/v1
+// and coordination/v1 only, client.go, so that the binary links two API
+// groups and not the clientset's 55), one pod
 // informer (every bound pod, watched once and dispatched to the node it
 // is bound to, rather than a watch per node), one Node informer (which
 // answers the node controllers' reads of their Node from the apiserver's
@@ -29,12 +33,14 @@
 // nodes (one posts its events one at a time: shared by a thousand nodes it
 // falls minutes behind a rollout), and
 // the real clock. Per node remain the agent's goroutines (9 when idle,
-// agent.BenchmarkIdleAgents) and its Lease renewal (every 10s), status
+// agent.BenchmarkIdleAgents; a node's feeder of pod updates runs only
+// while it has some) and its Lease renewal (every 10s), status
 // updates (on change, or every 5m), and the pod status patches. A node's
 // PLEG buffers -pleg-event-capacity events (128, not the kubelet's 1000,
 // whose buffer would be most of an idle node's heap) and its runtime
 // keeps no call list. -gc-percent trades CPU for memory (Go's GOGC): it
-// is a setting, not what keeps a node small.
+// is a setting, not what keeps a node small. -pprof-addr serves
+// net/http/pprof, for heap and goroutine profiles of a running shard.
 //
 // SIGINT or SIGTERM stops the process, leaving its Nodes and pods in the
 // apiserver as a crashed kubelet would: the Leases go stale and the node

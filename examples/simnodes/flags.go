@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -38,11 +39,13 @@ type options struct {
 	maxPods      int
 	qps          float64
 	burst        int
+	maxInFlight  int
 	events       bool
 	verbosity    int
 	duration     time.Duration
 	plegEvents   int
-	gcPercent    int // 0: Go's (GOGC, else 100)
+	gcPercent    int    // 0: Go's (GOGC, else 100)
+	pprofAddr    string // empty: no profiling endpoint
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -78,14 +81,17 @@ Flags:
 	fs.StringVar(&memory, "memory", "256Gi", "memory capacity of each node")
 	fs.StringVar(&storage, "ephemeral-storage", "100Gi", "ephemeral-storage capacity of each node")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "pods capacity of each node")
-	fs.Float64Var(&o.qps, "qps", 100, "the process's client QPS toward the apiserver (shared by its nodes)")
-	fs.IntVar(&o.burst, "burst", 200, "the process's client burst")
+	fs.Float64Var(&o.qps, "qps", 100, "client QPS toward the apiserver of each of the process's two clients (pods, events and informers; the nodes' Leases and Node status), shared by its nodes")
+	fs.IntVar(&o.burst, "burst", 200, "each client's burst")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", 200, "requests the process keeps open toward the apiserver at once, watches aside; more wait for one to end "+
+		"(beyond the apiserver's 250 streams per HTTP/2 connection each would dial a TLS connection of its own)")
 	fs.BoolVar(&o.events, "events", true, "send the nodes' events (Pulled, Created, Started, Killing, probe failures ...) to the apiserver, as the kubelet does")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up the agents' detail")
 	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long; 0 runs until signalled")
 	fs.IntVar(&o.plegEvents, "pleg-event-capacity", 128, "events each node's PLEG buffers (48 bytes each, allocated whole with the node; the kubelet's 1000 are 47 KiB a node); "+
 		"a relist's events beyond it are dropped and their pods wait for the next resync (1m)")
 	fs.IntVar(&o.gcPercent, "gc-percent", 0, "the Go garbage collector's target (debug.SetGCPercent): a smaller one trades CPU for a smaller heap over the live one; 0 keeps Go's (GOGC, else 100)")
+	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof's /debug/pprof/ on (port 0: any, logged); empty: none")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -117,11 +123,19 @@ Flags:
 	if o.qps <= 0 || o.burst < 1 {
 		return nil, bad("-qps and -burst must be positive")
 	}
+	if o.maxInFlight < 1 {
+		return nil, bad("-max-in-flight must be at least 1")
+	}
 	if o.maxPods < 1 {
 		return nil, bad("-max-pods must be at least 1")
 	}
 	if o.plegEvents < 1 {
 		return nil, bad("-pleg-event-capacity must be at least 1")
+	}
+	if o.pprofAddr != "" {
+		if _, _, err := net.SplitHostPort(o.pprofAddr); err != nil {
+			return nil, bad("-pprof-addr %q: want host:port", o.pprofAddr)
+		}
 	}
 	if o.gcPercent < 0 {
 		return nil, bad("-gc-percent must not be negative (the collector stays on)")

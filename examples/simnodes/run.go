@@ -53,31 +53,52 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	cs, err := clients(o)
+	if o.pprofAddr != "" {
+		ctx, cancel := context.WithCancel(ctx)
+		done, err := servePprof(ctx, o.pprofAddr, log)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("-pprof-addr: %w", err)
+		}
+		defer func() { cancel(); <-done }()
+	}
+	cs, hb, err := clients(o)
 	if err != nil {
 		return err
 	}
-	return runShard(ctx, o, cs, log)
+	return runShard(ctx, o, cs, hb, log)
 }
 
 // clients loads the kubeconfig and checks that it reaches an apiserver.
-func clients(o *options) (*clientset, error) {
+// It returns two clients: cs for pods, events and the informers, and hb
+// for the nodes' heartbeats (Leases and Node status), each with its own
+// rate limit and bound on requests in flight. A kubelet's heartbeat has a
+// connection of its own; sharing one budget, a rollout's status patches
+// and events (some 5 requests a pod) delayed 1,000 nodes' Lease renewals
+// past their 40s, and the node lifecycle controller marked them NotReady.
+func clients(o *options) (cs, hb *clientset, err error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("-kubeconfig %s: %w", o.kubeconfig, err)
+		return nil, nil, fmt.Errorf("-kubeconfig %s: %w", o.kubeconfig, err)
 	}
 	cfg.UserAgent = fmt.Sprintf("nodekit-simnodes/shard-%d-of-%d", o.shard, o.total)
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	probe := rest.CopyConfig(cfg)
 	probe.Timeout = 10 * time.Second
-	pcs, err := newClients(probe)
+	pcs, err := newClients(probe, 0)
 	if err != nil {
-		return nil, fmt.Errorf("-kubeconfig %s: %w", o.kubeconfig, err)
+		return nil, nil, fmt.Errorf("-kubeconfig %s: %w", o.kubeconfig, err)
 	}
 	if err := pcs.serverVersion(context.Background()); err != nil {
-		return nil, fmt.Errorf("-kubeconfig %s: no apiserver answers at %s: %w", o.kubeconfig, cfg.Host, err)
+		return nil, nil, fmt.Errorf("-kubeconfig %s: no apiserver answers at %s: %w", o.kubeconfig, cfg.Host, err)
 	}
-	return newClients(cfg)
+	if cs, err = newClients(cfg, o.maxInFlight); err != nil {
+		return nil, nil, err
+	}
+	if hb, err = newClients(cfg, o.maxInFlight); err != nil {
+		return nil, nil, err
+	}
+	return cs, hb, nil
 }
 
 // simNode is one node of the shard.
@@ -87,8 +108,9 @@ type simNode struct {
 	agent   *agent.Agent
 }
 
-// runShard runs the shard's nodes on cs until ctx ends.
-func runShard(ctx context.Context, o *options, cs *clientset, log logr.Logger) error {
+// runShard runs the shard's nodes on cs, their heartbeats on hb, until ctx
+// ends.
+func runShard(ctx context.Context, o *options, cs, hb *clientset, log logr.Logger) error {
 	began := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -132,8 +154,8 @@ func runShard(ctx context.Context, o *options, cs *clientset, log logr.Logger) e
 	from, to := shardRange(o.nodes, o.shard, o.total)
 	sn := make([]*simNode, 0, to-from)
 	outs := make(map[string]chan<- podconfig.PodUpdate, to-from)
-	nodeClient := &cachedNodes{api: cs.Nodes(), lister: listerscorev1.NewNodeLister(nodeInf.GetIndexer())}
-	leases := cs.Leases(v1.NamespaceNodeLease)
+	nodeClient := &cachedNodes{api: hb.Nodes(), lister: listerscorev1.NewNodeLister(nodeInf.GetIndexer())}
+	leases := hb.Leases(v1.NamespaceNodeLease)
 	clk := clock.RealClock{}
 	for k := from; k < to; k++ {
 		n, err := newSimNode(o, k-from, k, cs, nodeClient, leases, rec, clk, log)
@@ -143,14 +165,14 @@ func runShard(ctx context.Context, o *options, cs *clientset, log logr.Logger) e
 		sn = append(sn, n)
 		outs[n.name] = n.agent.Channel(podutil.ApiserverSource)
 	}
-	d := newDispatcher(podInf.GetIndexer(), outs)
+	d := newDispatcher(ctx, podInf.GetIndexer(), outs)
 	if _, err := podInf.AddEventHandler(d.handler()); err != nil {
 		return err
 	}
 	for _, inf := range []cache.SharedIndexInformer{podInf, nodeInf} {
 		wg.Go(func() { inf.RunWithContext(ctx) })
 	}
-	wg.Go(func() { d.run(ctx) })
+	wg.Go(d.run)
 	log.Info("Starting nodes", "shard", fmt.Sprintf("%d/%d", o.shard, o.total), "nodes", len(sn),
 		"first", sn[0].name, "last", sn[len(sn)-1].name)
 	for _, n := range sn {

@@ -28,10 +28,10 @@ import (
 )
 
 type options struct {
-	kubeconfig, impl, simnodes, kwok, kwokConfig, audit, apiserverPID, workdir, out, load string
-	nodes, shards, podsPerNode                                                            int
-	rest, settle                                                                          time.Duration
-	correctness, kill                                                                     bool
+	kubeconfig, impl, simnodes, simnodesArgs, kwok, kwokConfig, audit, apiserverPID, workdir, out, load string
+	nodes, shards, podsPerNode                                                                          int
+	rest, settle                                                                                        time.Duration
+	correctness, kill                                                                                   bool
 }
 
 // result is one run's figures.
@@ -292,8 +292,9 @@ func startSim(ctx context.Context, cs kubernetes.Interface, o *options, logf fun
 			if err != nil {
 				return nil, err
 			}
-			cmd := exec.Command(o.simnodes, "-kubeconfig", o.kubeconfig, "-nodes", strconv.Itoa(o.nodes),
-				"-shard", fmt.Sprintf("%d/%d", i, o.shards), "-name-prefix", "nk-", "-qps", "200", "-burst", "400")
+			args := []string{"-kubeconfig", o.kubeconfig, "-nodes", strconv.Itoa(o.nodes),
+				"-shard", fmt.Sprintf("%d/%d", i, o.shards), "-name-prefix", "nk-", "-qps", "200", "-burst", "400"}
+			cmd := exec.Command(o.simnodes, append(args, strings.Fields(o.simnodesArgs)...)...)
 			cmd.Stdout, cmd.Stderr = f, f
 			if err := cmd.Start(); err != nil {
 				return nil, err

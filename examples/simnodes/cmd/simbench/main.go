@@ -41,6 +41,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.shards, "shards", 1, "simnodes processes (nodekit only)")
 	fs.IntVar(&o.podsPerNode, "pods-per-node", 10, "Deployment replicas per node")
 	fs.StringVar(&o.simnodes, "simnodes", "", "simnodes binary")
+	fs.StringVar(&o.simnodesArgs, "simnodes-args", "", "more flags for every simnodes process, space-separated (e.g. \"-pprof-addr 127.0.0.1:0 -gc-percent 50\")")
 	fs.StringVar(&o.kwok, "kwok", "", "kwok binary")
 	fs.StringVar(&o.kwokConfig, "kwok-config", "", "kwok's stages (its --config)")
 	fs.StringVar(&o.audit, "audit", "", "the apiserver's audit log (JSON lines)")

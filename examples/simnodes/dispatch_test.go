@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodekit/nodekit/podconfig"
+)
+
+func boundPod(name, node string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: v1.PodSpec{NodeName: node}}
+}
+
+func receive(t *testing.T, ch <-chan podconfig.PodUpdate) podconfig.PodUpdate {
+	t.Helper()
+	select {
+	case u := <-ch:
+		return u
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update")
+		return podconfig.PodUpdate{}
+	}
+}
+
+// Each node gets a SET of its cached pods, then its events in order; a
+// node that takes nothing holds up no other; a feeder's goroutine runs
+// only while it has updates to hand over, and all end with the context.
+func TestDispatcherFeedsEachNodeOnItsOwnAndIdlesWithoutGoroutines(t *testing.T) {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byNode: nodeIndex})
+	if err := idx.Add(boundPod("a1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	a, stuck := make(chan podconfig.PodUpdate), make(chan podconfig.PodUpdate)
+	ctx, cancel := context.WithCancel(context.Background())
+	d := newDispatcher(ctx, idx, map[string]chan<- podconfig.PodUpdate{"a": a, "stuck": stuck})
+	done := make(chan struct{})
+	go func() { defer close(done); d.run() }()
+	h := d.handler()
+	h.OnAdd(boundPod("early", "a"), false) // before start: in the SET if cached, else dropped
+	d.start("stuck")
+	d.start("a")
+	h.OnAdd(boundPod("s1", "stuck"), false)
+	h.OnAdd(boundPod("a2", "a"), false)
+
+	if u := receive(t, a); u.Op != podconfig.SET || len(u.Pods) != 1 || u.Pods[0].Name != "a1" {
+		t.Fatalf("first update %v %d pods, want a SET of a1", u.Op, len(u.Pods))
+	}
+	if u := receive(t, a); u.Op != podconfig.ADD || u.Pods[0].Name != "a2" {
+		t.Fatalf("second update %v %s, want ADD a2", u.Op, u.Pods[0].Name)
+	}
+	fa := d.feeders["a"]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fa.mu.Lock()
+		running := fa.running
+		fa.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node a's feeder goroutine still runs with nothing to hand over")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.OnUpdate(nil, boundPod("a2", "a"))
+	if u := receive(t, a); u.Op != podconfig.UPDATE {
+		t.Fatalf("update %v, want UPDATE", u.Op)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after the context ended (the stuck node's feeder?)")
+	}
+}
