@@ -1051,7 +1051,8 @@ func TestUpdateKnownStatus(t *testing.T) {
 		{name: "first and later writes: updates, no read", update: true, first: message("one"), next: message("two"),
 			verbs: []string{"update", "update"}, check: func(t *testing.T, p *v1.Pod) {
 				assert.Equal(t, "two", p.Status.Message)
-				assert.Equal(t, map[string]string{"example.com/a": "b"}, p.Annotations, "the agent's annotations are not stored")
+				assert.Equal(t, map[string]string{"example.com/a": "b"}, p.Annotations, "the agent's annotations are not stored, the pod's kept")
+				assert.Equal(t, map[string]string{"app": "web"}, p.Labels, "the pod's labels are kept")
 			}},
 		{name: "another writer's change: conflict, read, patch; its condition stays", update: true, first: message("one"), next: message("two"),
 			before: func(f *statustest.Fake) {
@@ -1079,6 +1080,7 @@ func TestUpdateKnownStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			orig := testPod("p", "uid1")
 			orig.Annotations = map[string]string{"example.com/a": "b"}
+			orig.Labels = map[string]string{"app": "web"}
 			f := statustest.New(orig)
 			// The agent's copy: as the watch delivered it, with podconfig's
 			// annotations.

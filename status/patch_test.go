@@ -42,20 +42,23 @@ func TestConditionThatDropsItsReasonNullsIt(t *testing.T) {
 	}
 }
 
-// What the Manager keeps of a patch's answer is what the next patch builds
-// on, not one more copy of the whole pod.
+// What the Manager keeps of a patch's answer is what the next patch or
+// update builds on (an update of pods/status takes the labels and
+// annotations from its body), not one more copy of the whole pod.
 func TestAPIPodKeepsWhatPatchesBuildOnOnly(t *testing.T) {
 	now := metav1.Now()
 	full := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "7", DeletionTimestamp: &now,
-			Labels: map[string]string{"a": "b"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+			Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
 		Spec:   v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "img"}}},
 		Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}},
 	}
 	got := apiPodOf(full)
 	want := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "7", DeletionTimestamp: &now},
-		Status:     full.Status,
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "7", DeletionTimestamp: &now,
+			Labels: full.Labels, Annotations: full.Annotations},
+		Status: full.Status,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("apiPodOf kept %+v, want %+v", got, want)
