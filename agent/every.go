@@ -34,16 +34,36 @@ func every(ctx context.Context, clk clock.WithTicker, jobs ...periodic) error {
 		defer t.Stop()
 		ticks[i], fns[i] = t.C(), j.fn
 	}
+	var due [maxPeriodic]bool
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticks[0]:
-			fns[0](ctx)
+			due[0] = true
 		case <-ticks[1]:
-			fns[1](ctx)
+			due[1] = true
 		case <-ticks[2]:
-			fns[2](ctx)
+			due[2] = true
+		}
+		// Jobs due at once run in the order given, not the select's
+		// random pick: on virtual time they often are (a container GC
+		// first lets an image GC of the same instant free what the
+		// removed containers held), and a simulation must not part there.
+		for i := range ticks {
+			if !due[i] {
+				select {
+				case <-ticks[i]:
+					due[i] = true
+				default:
+				}
+			}
+		}
+		for i, d := range due {
+			if d {
+				due[i] = false
+				fns[i](ctx)
+			}
 		}
 	}
 }

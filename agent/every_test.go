@@ -40,6 +40,33 @@ func TestEveryRunsEachJobOnItsOwnPeriodInOneGoroutine(t *testing.T) {
 	}
 }
 
+func TestEveryRunsJobsDueTogetherInTheirOrder(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(0, 0))
+	var mu sync.Mutex
+	var order []string
+	job := func(name string) periodic {
+		return periodic{time.Second, func(context.Context) { mu.Lock(); order = append(order, name); mu.Unlock() }}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- every(ctx, clk, job("check"), job("containers"), job("images")) }()
+	const steps = 20
+	for i := range steps {
+		waitFor(t, "the tickers waiting", func() bool { return clk.HasWaiters() })
+		clk.Step(time.Second) // all three due at once
+		waitFor(t, "the step's calls", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 3*(i+1) })
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 0; i < len(order); i += 3 {
+		if got := order[i : i+3]; got[0] != "check" || got[1] != "containers" || got[2] != "images" {
+			t.Fatalf("step %d ran %v, want [check containers images] (the jobs' order)", i/3+1, got)
+		}
+	}
+}
+
 func TestEveryRefusesMoreJobsThanItSelectsOn(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(0, 0))
 	nop := periodic{time.Second, func(context.Context) {}}

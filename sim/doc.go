@@ -115,6 +115,15 @@
 // of Events); the log shows only what a controller could observe once the
 // instant is over.
 //
+// Idleness is read from the Go scheduler's counts (runtime/metrics): no
+// goroutine running or runnable but the caller, none created, several
+// readings in a row, and no garbage collection cycle under way (a
+// goroutine parked to assist the collector counts as blocked, yet goes on
+// when the cycle ends). It cannot see work a goroutine does in a system
+// call or after a wall-clock timer: the code a cluster runs should do
+// neither in the middle of an instant (a controller that logs to stderr
+// may write there).
+//
 // Parallel tests: RunFor waits until every goroutine of the process is
 // blocked, so clusters of tests run with t.Parallel wait for each other
 // (several times slower each); run them in sequence, or each in a

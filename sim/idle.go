@@ -12,6 +12,14 @@ import (
 // scheduler's counts (runtime/metrics, Go 1.26), which is cheap enough to
 // do at every step; the counts are approximate, so idleness must hold for
 // several readings in a row with no goroutine created in between.
+//
+// A goroutine waiting on the garbage collector (one that allocated during
+// a cycle and parked to assist it, or called runtime.GC) counts as
+// blocked, yet goes on once the cycle ends, with nobody's help: while a
+// cycle runs the process is not idle. A cycle stops the world at its start
+// and at its end, so it runs while the count of those pauses is odd, that
+// is not twice the count of cycles completed (the scheduler's latency of
+// a busy machine stretches such a cycle over many steps).
 type idleProbe struct {
 	samples []metrics.Sample
 }
@@ -22,6 +30,8 @@ func newIdleProbe() *idleProbe {
 		{Name: "/sched/goroutines/runnable:goroutines"},
 		{Name: "/sched/goroutines/not-in-go:goroutines"},
 		{Name: "/sched/goroutines-created:goroutines"},
+		{Name: "/sched/pauses/total/gc:seconds"},
+		{Name: "/gc/cycles/total:gc-cycles"},
 	}}
 }
 
@@ -39,7 +49,22 @@ func (p *idleProbe) read() (bool, uint64) {
 		}
 		return p.samples[i].Value.Uint64()
 	}
-	return v(0) <= 1 && v(1) == 0, v(3)<<16 ^ v(2)
+	return v(0) <= 1 && v(1) == 0 && !p.collecting(v(5)), v(3)<<16 ^ v(2)
+}
+
+// collecting reports whether a garbage collection cycle runs: the GC's
+// stop-the-world pauses are not twice the cycles completed (2n+1 while the
+// n+1st marks; for an instant at its end, 2n+1 with n+1 counted).
+func (p *idleProbe) collecting(cycles uint64) bool {
+	h := p.samples[4].Value
+	if h.Kind() != metrics.KindFloat64Histogram {
+		return false
+	}
+	var pauses uint64
+	for _, n := range h.Float64Histogram().Counts {
+		pauses += n
+	}
+	return pauses != 2*cycles
 }
 
 // stableReadings is how many consecutive idle readings count as idle.
