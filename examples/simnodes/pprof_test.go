@@ -13,9 +13,10 @@ import (
 	"github.com/go-logr/logr/funcr"
 )
 
-func TestPprofServesAHeapProfileUntilItsContextEnds(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
+// startPprof serves pprof on a free port until ctx ends and returns the
+// base URL it logged and the channel closed when it stopped.
+func startPprof(t *testing.T, ctx context.Context) (string, <-chan struct{}) {
+	t.Helper()
 	var logged bytes.Buffer
 	log := funcr.New(func(prefix, args string) { logged.WriteString(args + "\n") }, funcr.Options{})
 	done, err := servePprof(ctx, "127.0.0.1:0", log)
@@ -26,7 +27,14 @@ func TestPprofServesAHeapProfileUntilItsContextEnds(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no address logged: %s", logged.String())
 	}
-	resp, err := http.Get(m[1] + "heap?debug=1")
+	return m[1], done
+}
+
+func TestPprofServesAHeapProfileUntilItsContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	base, done := startPprof(t, ctx)
+	resp, err := http.Get(base + "heap?debug=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +49,7 @@ func TestPprofServesAHeapProfileUntilItsContextEnds(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pprof server did not stop with its context")
 	}
-	if _, err := http.Get(m[1]); err == nil {
+	if _, err := http.Get(base); err == nil {
 		t.Error("the pprof server still answers after its context ended")
 	}
 }
@@ -49,13 +57,8 @@ func TestPprofServesAHeapProfileUntilItsContextEnds(t *testing.T) {
 func TestPprofRefusesAnAddressInUse(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var logged bytes.Buffer
-	log := funcr.New(func(prefix, args string) { logged.WriteString(args + "\n") }, funcr.Options{})
-	done, err := servePprof(ctx, "127.0.0.1:0", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := regexp.MustCompile(`"address"="http://([^/]+)/`).FindStringSubmatch(logged.String())[1]
+	base, done := startPprof(t, ctx)
+	addr := regexp.MustCompile(`^http://([^/]+)/`).FindStringSubmatch(base)[1]
 	if _, err := servePprof(ctx, addr, logr.Discard()); err == nil {
 		t.Errorf("a second server on %s started", addr)
 	}
