@@ -50,6 +50,7 @@ const vkWorkers = 8
 type podCalls struct {
 	writes, reads atomic.Int64
 	byKind        bool
+	stages        *stages // nil: none recorded
 	mu            sync.Mutex
 	kinds         map[string]int
 }
@@ -65,6 +66,14 @@ func (c *podCalls) wrap(rt http.RoundTripper) http.RoundTripper {
 			switch {
 			case strings.HasSuffix(rest, "/status") && (req.Method == http.MethodPut || req.Method == http.MethodPatch):
 				c.writes.Add(1)
+				if c.stages == nil {
+					break
+				}
+				name := strings.TrimSuffix(rest, "/status")
+				c.stages.set(name, 1, time.Now())
+				resp, err := rt.RoundTrip(req)
+				c.stages.set(name, 2, time.Now())
+				return resp, err
 			case req.Method == http.MethodGet && !strings.Contains(rest, "/") && req.URL.Query().Get("watch") == "":
 				c.reads.Add(1)
 			}
@@ -101,6 +110,56 @@ func (c *podCalls) reset() {
 	c.mu.Unlock()
 }
 
+// stages records, per pod name, when one runner reached each stage of the
+// pod's way to Running: the provider's CreatePod called, its status write
+// sent, its answer received (the first of each).
+type stages struct {
+	mu sync.Mutex
+	m  map[string][3]time.Time
+}
+
+func (s *stages) set(name string, i int, t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string][3]time.Time{}
+	}
+	v := s.m[name]
+	if v[i].IsZero() {
+		v[i] = t
+	}
+	s.m[name] = v
+}
+
+// report logs the stages' p50/p90/p99 over the pods created at created
+// and seen Running after running: creation → CreatePod → write sent →
+// answered → seen Running through the watch.
+func (s *stages) report(t *testing.T, runner string, n int, created map[string]time.Time, running map[string]time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var a, b, c, d []time.Duration
+	for name, st := range s.m {
+		cr, ok := created[name]
+		run, seen := running[name]
+		if !ok || !seen || st[0].IsZero() || st[1].IsZero() || st[2].IsZero() {
+			continue
+		}
+		a = append(a, st[0].Sub(cr))
+		b = append(b, st[1].Sub(st[0]))
+		c = append(c, st[2].Sub(st[1]))
+		d = append(d, cr.Add(run).Sub(st[2]))
+	}
+	q := func(x []time.Duration) string {
+		if len(x) == 0 {
+			return "-"
+		}
+		slices.Sort(x)
+		return fmt.Sprintf("%v/%v/%v", x[len(x)/2].Round(time.Millisecond), x[len(x)*9/10].Round(time.Millisecond), x[len(x)*99/100].Round(time.Millisecond))
+	}
+	t.Logf("stages, %s, %d pods (p50/p90/p99 of %d): creation→CreatePod %s | CreatePod→status write %s | write %s | answer→seen Running %s",
+		runner, n, len(a), q(a), q(b), q(c), q(d))
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -120,11 +179,15 @@ type perfResult struct {
 // workers) call it at once, and at 1,000 pods that is "concurrent map
 // read and map write". Both runners get it.
 type lockedMock struct {
-	mu sync.Mutex
-	p  *mock.MockProvider
+	mu     sync.Mutex
+	p      *mock.MockProvider
+	stages *stages // nil: none recorded
 }
 
 func (l *lockedMock) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	if l.stages != nil {
+		l.stages.set(pod.Name, 0, time.Now())
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.p.CreatePod(ctx, pod)
@@ -379,6 +442,9 @@ func measure(t *testing.T, admin *kubernetes.Clientset, runner, nodeName string,
 		lat = append(lat, d)
 	}
 	slices.Sort(lat)
+	if calls.stages != nil {
+		calls.stages.report(t, runner, n, created, running)
+	}
 	return perfResult{runner: runner, n: n, all: all, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100],
 		writes: calls.writes.Load(), reads: calls.reads.Load(), allocBytes: after.TotalAlloc - before.TotalAlloc, sample: sample}
 }
@@ -488,6 +554,10 @@ func TestMockProviderSideBySide(t *testing.T) {
 				calls := &podCalls{byKind: profDir != ""}
 				cs, _ := clientset(t, c.RESTConfig(), perfQPS, perfBurst, calls.wrap)
 				p, tmpl := mockProvider(t, nodeName, n)
+				if os.Getenv("NODEKIT_PERF") == "1" {
+					calls.stages = &stages{}
+					p.stages = calls.stages
+				}
 				var stop func()
 				if runner == "virtual-kubelet" {
 					stop = startVirtualKubeletTuned(t, cs, nodeName, p, tmpl)
