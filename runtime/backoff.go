@@ -90,13 +90,6 @@ func (b *Backoff) remainingSince(key string, eventTime time.Time) (delay, left t
 	return e.delay, e.delay - b.clock.Since(eventTime)
 }
 
-// RemainingSince returns how much of key's delay is left now after a
-// failure at eventTime; 0 when IsInBackOffSince is false.
-func (b *Backoff) RemainingSince(key string, eventTime time.Time) time.Duration {
-	_, left := b.remainingSince(key, eventTime)
-	return max(0, left)
-}
-
 // IsInBackOffSinceUpdate reports whether key's delay has not yet passed
 // between its last Next and eventTime. Image pulls use it with the current
 // time, as the kubelet's image manager does: a pull that failed is not

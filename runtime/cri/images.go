@@ -28,22 +28,16 @@ type puller struct {
 	// sizes: look up a pulled image's size for the Pulled event, only
 	// when events are recorded.
 	sizes bool
-
-	// failedAt is the time of each key's last failed pull: the back-off
-	// runs from there, as the kubelet's IsInBackOffSinceUpdate.
-	mu       sync.Mutex
-	failedAt map[string]time.Time
 }
 
 func newPuller(c Config, img runtimeapi.ImageServiceClient) *puller {
 	p := &puller{
-		img:      img,
-		clock:    c.Clock,
-		backoff:  c.ImagePullBackoff,
-		slots:    make(chan struct{}, c.MaxParallelImagePulls),
-		timeout:  c.CallTimeout,
-		sizes:    c.Recorder != nil,
-		failedAt: map[string]time.Time{},
+		img:     img,
+		clock:   c.Clock,
+		backoff: c.ImagePullBackoff,
+		slots:   make(chan struct{}, c.MaxParallelImagePulls),
+		timeout: c.CallTimeout,
+		sizes:   c.Recorder != nil,
 	}
 	if c.RegistryPullQPS > 0 {
 		p.limit = newTokenBucket(c.RegistryPullQPS, c.RegistryBurst, c.Clock)
@@ -87,26 +81,19 @@ func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandb
 			return "", msg, fmt.Errorf("%w: %s", runtime.ErrImageNeverPull, msg)
 		}
 	}
+	// The back-off runs from the last failed pull (Next), as the kubelet's
+	// IsInBackOffSinceUpdate.
 	key := string(pod.UID) + "_" + image
-	p.mu.Lock()
-	last, failed := p.failedAt[key]
-	p.mu.Unlock()
-	if failed {
-		if left := p.backoff.RemainingSince(key, last); left > 0 {
-			msg = fmt.Sprintf("Back-off pulling image %q", image)
-			ev(pod, c.Name, "", v1.EventTypeNormal, runtime.EventBackOff, "%s", msg)
-			return "", msg, runtime.BackOffError(fmt.Errorf("%w: %s", runtime.ErrImagePullBackOff, msg), left)
-		}
+	if left := p.backoff.RemainingSinceUpdate(key, p.clock.Now()); left > 0 {
+		msg = fmt.Sprintf("Back-off pulling image %q", image)
+		ev(pod, c.Name, "", v1.EventTypeNormal, runtime.EventBackOff, "%s", msg)
+		return "", msg, runtime.BackOffError(fmt.Errorf("%w: %s", runtime.ErrImagePullBackOff, msg), left)
 	}
 	ev(pod, c.Name, "", v1.EventTypeNormal, runtime.EventPulling, "Pulling image %q", c.Image)
 	start := p.clock.Now()
 	ref, took, err := p.pull(ctx, spec, sandbox, credentials(image, pullSecrets))
 	if err != nil {
-		now := p.clock.Now()
-		p.backoff.Next(key, now)
-		p.mu.Lock()
-		p.failedAt[key] = now
-		p.mu.Unlock()
+		p.backoff.Next(key, p.clock.Now())
 		msg = fmt.Sprintf("Failed to pull image %q: %v", image, err)
 		ev(pod, c.Name, "", v1.EventTypeWarning, runtime.EventFailed, "%s", msg)
 		return "", msg, fmt.Errorf("%w: %s", runtime.ErrImagePull, msg)
@@ -114,12 +101,11 @@ func (p *puller) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container, sandb
 	total := p.clock.Since(start)
 	ev(pod, c.Name, "", v1.EventTypeNormal, runtime.EventPulled, "Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
 		c.Image, took.Truncate(time.Millisecond), total.Truncate(time.Millisecond), p.size(ctx, spec))
-	if failed {
-		p.backoff.Reset(key)
-		p.mu.Lock()
-		delete(p.failedAt, key)
-		p.mu.Unlock()
-	}
+	// A pull that worked starts its key's back-off over; entries expired
+	// since (pods gone while their pulls failed) are dropped, as the
+	// kubelet's image manager does after a pull.
+	p.backoff.Reset(key)
+	p.backoff.GC()
 	return ref, "", nil
 }
 

@@ -64,6 +64,9 @@ func TestPullBackOff(t *testing.T) {
 	res = e.sync(t, pod, nil)
 	require.ErrorIs(t, res.Error(), runtime.ErrImagePullBackOff, "then the pull backs off")
 	require.Equal(t, 1, e.srv.Calls("PullImage"), "no pull during back-off")
+	left, ok := runtime.BackOffRemaining(res.Error())
+	require.True(t, ok, "the refusal says when the pull may be tried")
+	require.Equal(t, 10*time.Second, left)
 
 	e.clock.Step(10 * time.Second)
 	res = e.sync(t, pod, nil)
@@ -73,6 +76,8 @@ func TestPullBackOff(t *testing.T) {
 	e.clock.Step(10 * time.Second)
 	res = e.sync(t, pod, nil)
 	require.ErrorIs(t, res.Error(), runtime.ErrImagePullBackOff, "the second delay is 20s")
+	left, _ = runtime.BackOffRemaining(res.Error())
+	require.Equal(t, 10*time.Second, left, "10s of the 20s left")
 
 	e.srv.SetError("PullImage", nil)
 	e.clock.Step(10 * time.Second)
