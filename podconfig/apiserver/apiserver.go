@@ -108,6 +108,8 @@ func (s *Source) Run(ctx context.Context, updates chan<- podconfig.PodUpdate) er
 	backoff := s.newBackoff()
 	var rv string
 	relist := true
+	// delivered: the last watch delivered events.
+	delivered := false
 	for ctx.Err() == nil {
 		if relist {
 			list, err := s.c.Client.List(ctx, metav1.ListOptions{FieldSelector: s.selector})
@@ -149,6 +151,8 @@ func (s *Source) Run(ctx context.Context, updates chan<- podconfig.PodUpdate) er
 			continue
 		}
 		events, err := s.consume(ctx, w, &rv, updates)
+		afterDelivery := delivered
+		delivered = events > 0
 		switch {
 		case ctx.Err() != nil:
 		case errors.Is(err, errExpired):
@@ -157,9 +161,16 @@ func (s *Source) Run(ctx context.Context, updates chan<- podconfig.PodUpdate) er
 		case err != nil:
 			s.c.Log.Error(err, "Watch of pods failed", "node", s.c.NodeName)
 			s.sleep(ctx, backoff.Step())
+		case events == 0 && afterDelivery:
+			// A loaded apiserver closes a watcher that falls behind (its
+			// buffer full: 10-15 times in the seconds 1,000 pods take to
+			// arrive), and a watch resumed with a backlog to replay may
+			// be closed before it sent anything: resume at once, as after
+			// a watch that delivered, rather than stall every new pod of
+			// the node for the back-off.
 		case events == 0:
-			// A watch that ends before any event may be a server refusing
-			// us in a loop: back off before resuming.
+			// Empty twice in a row (or first thing after a list): maybe
+			// a server refusing us in a loop; back off before resuming.
 			s.sleep(ctx, backoff.Step())
 		default:
 			backoff = s.newBackoff()

@@ -459,6 +459,39 @@ func TestWatchClosedWithoutEventsBacksOff(t *testing.T) {
 	assert.Equal(t, "10", c.Options.ResourceVersion)
 }
 
+func TestWatchClosedEmptyAfterOneThatDeliveredResumesAtOnce(t *testing.T) {
+	client := podconfigtest.NewPodClient(10)
+	client.SetList(list("10"))
+	w1, w2, w3, w4 := watch.NewFake(), watch.NewFake(), watch.NewFake(), watch.NewFake()
+	for _, w := range []*watch.FakeWatcher{w1, w2, w3, w4} {
+		client.AddWatcher(w)
+	}
+	h := start(t, client)
+	h.call("list")
+	h.next()
+	h.call("watch")
+	go w1.Add(pod("a", "11", "i"))
+	h.next()
+	w1.Stop() // the apiserver closed a watcher that fell behind
+
+	c := h.call("watch")
+	assert.Equal(t, "11", c.Options.ResourceVersion)
+	w2.Stop() // closed again before it sent anything: no back-off yet
+	c = h.call("watch")
+	assert.Equal(t, "11", c.Options.ResourceVersion)
+
+	w3.Stop() // empty twice in a row: back off
+	h.waitTimer()
+	select {
+	case c := <-client.Notify():
+		t.Fatalf("resumed a second empty watch without backing off: %v", c.Verb)
+	default:
+	}
+	h.clock.Step(time.Second)
+	c = h.call("watch")
+	assert.Equal(t, "11", c.Options.ResourceVersion)
+}
+
 func TestTwoNamespacesSameNameAreBothKept(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

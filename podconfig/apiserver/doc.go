@@ -14,7 +14,9 @@
 // no event is lost or repeated; a 410 (Expired or Gone, as a Watch error or
 // an ERROR event) relists and sends the list as a SET, from which the mux
 // reports exactly the difference. Failed calls are retried with exponential
-// back-off on the injected clock. Config.Filter keeps pods out as
+// back-off on the injected clock, and so is a watch that ends without an
+// event, unless the one before it delivered: a loaded apiserver closes
+// watchers that fall behind, sometimes before their first event. Config.Filter keeps pods out as
 // virtual-kubelet's PodEventFilterFunc does.
 //
 // Usage:
