@@ -1,6 +1,8 @@
 package admission_test
 
 import (
+	"slices"
+
 	goruntime "runtime"
 	"strings"
 	"testing"
@@ -284,6 +286,23 @@ func TestUsageSumsRequestsAndPorts(t *testing.T) {
 		assert.Equal(t, 3, u.Pods())
 		assert.Equal(t, int64(1350), u.Requested(v1.ResourceCPU))
 		_ = others
+	})
+	t.Run("listed on first read, once, added pods after them", func(t *testing.T) {
+		calls := 0
+		u := admission.NewUsageOf(func() []*v1.Pod { calls++; return slices.Clone(pods[:3]) })
+		u.Add(pods[3])
+		assert.Zero(t, calls, "listed before a read")
+		check(t, u)
+		u.Pods()
+		assert.Equal(t, 1, calls)
+	})
+	t.Run("never listed when not read", func(t *testing.T) {
+		h := admission.GeneralPredicatesWithoutResources(func() *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}} }, nil)
+		u := admission.NewUsageOf(func() []*v1.Pod { t.Fatal("listed for a pod without host ports"); return nil })
+		got := h.Admit(&admission.PodAdmitAttributes{Pod: reqPod("cpu", "1"), OtherPodsUsage: u})
+		assert.True(t, got.Admit, "%s: %s", got.Reason, got.Message)
+		got = h.Admit(&admission.PodAdmitAttributes{Pod: portPod(v1.ProtocolTCP, "", 8080), OtherPodsUsage: admission.NewUsageOf(func() []*v1.Pod { return pods })})
+		assert.Equal(t, admission.ReasonNodePorts, got.Reason, "the listed pods' port")
 	})
 	// The port is taken: a pod asking for it is refused against the usage.
 	h := admission.GeneralPredicates(func() *v1.Node {

@@ -22,7 +22,8 @@ import (
 //
 // A Usage is not safe for concurrent use.
 type Usage struct {
-	pending  []*v1.Pod // added, not summed yet
+	list     func() []*v1.Pod // NewUsageOf's pods, listed on first read
+	pending  []*v1.Pod        // added, not summed yet
 	pods     int
 	requests map[v1.ResourceName]int64 // cpu in millicores
 	ports    []hostPort
@@ -32,6 +33,15 @@ type Usage struct {
 // appends) until first read: pods must not change meanwhile.
 func NewUsage(pods []*v1.Pod) *Usage {
 	return &Usage{pending: slices.Clip(pods)}
+}
+
+// NewUsageOf returns the usage of the pods list returns, which it calls
+// once, on first read (before which Add is summed after them): a caller
+// whose handlers seldom read the usage (GeneralPredicatesWithoutResources
+// reads it only for a pod with host ports) lists the node's pods only
+// then, not for every pod.
+func NewUsageOf(list func() []*v1.Pod) *Usage {
+	return &Usage{list: list}
 }
 
 // Add adds pod, admitted to the node.
@@ -58,6 +68,12 @@ func (u *Usage) sum() {
 		return
 	}
 	u.requests = map[v1.ResourceName]int64{}
+	if u.list != nil {
+		for _, pod := range u.list() {
+			u.add(pod)
+		}
+		u.list = nil
+	}
 	for _, pod := range u.pending {
 		u.add(pod)
 	}

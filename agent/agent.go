@@ -65,6 +65,10 @@ type Agent struct {
 	imageGC *imageGC
 	// eviction is the eviction manager of Config.Eviction, or nil.
 	eviction *eviction.Manager
+	// usageOnly: the admit handlers are the agent's own that read the
+	// other pods only through OtherPodsUsage (IgnoreCapacity, no
+	// eviction), so admission lists them only when a handler reads it.
+	usageOnly bool
 	// sourcesReady reports whether every source has sent its pods; set in
 	// Run, read by the eviction manager's container GC.
 	sourcesReady atomic.Pointer[func() bool]
@@ -147,6 +151,9 @@ func New(c Config) (*Agent, error) {
 		// First, as the kubelet's: pressure refuses before any other check.
 		a.cfg.AdmitHandlers = append([]admission.PodAdmitHandler{a.eviction}, a.cfg.AdmitHandlers...)
 	}
+	// Without MaxPods, the resources check and eviction, the default
+	// handlers look at other pods only for host ports, through the Usage.
+	a.usageOnly = defaultAdmission && c.IgnoreCapacity && a.eviction == nil
 	a.status, err = status.NewManager(status.Config{
 		PodClient:         c.StatusClient,
 		NodeName:          c.NodeName,

@@ -415,6 +415,47 @@ func TestAdmission(t *testing.T) {
 	}
 }
 
+// TestIgnoreCapacityStillRefusesATakenHostPort: with IgnoreCapacity the
+// node's pods are listed only for a pod that asks for a host port; that
+// pod still meets the pods admitted before it, in earlier batches and in
+// its own.
+func TestIgnoreCapacityStillRefusesATakenHostPort(t *testing.T) {
+	port := func(p *v1.Pod) *v1.Pod {
+		p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: v1.ProtocolTCP}}
+		return p
+	}
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("one batch %v", batched), func(t *testing.T) {
+			rt, _ := fake.New(fake.Config{})
+			c := fastConfig(rt)
+			api := nodetest.New()
+			c.Node, c.IgnoreCapacity = &node.Config{Nodes: api.Nodes(), Leases: api.Leases()}, true
+			r := start(t, c)
+			waitFor(t, "the Node registered", func() bool { return r.a.Node().SharedNode() != nil })
+			var pods []*v1.Pod
+			for i, p := range []*v1.Pod{newPod("plain", v1.RestartPolicyAlways, "c"), port(newPod("binds", v1.RestartPolicyAlways, "c")),
+				newPod("plain-2", v1.RestartPolicyAlways, "c"), port(newPod("late", v1.RestartPolicyAlways, "c"))} {
+				p.CreationTimestamp = metav1.NewTime(time.Now().Add(time.Duration(i-10) * time.Minute))
+				pods = append(pods, p)
+			}
+			if batched {
+				r.a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.ADD, Pods: pods}
+			} else {
+				for _, p := range pods {
+					r.a.Channel(src) <- podconfig.PodUpdate{Op: podconfig.ADD, Pods: []*v1.Pod{p}}
+				}
+			}
+			for _, p := range pods[:3] {
+				waitFor(t, p.Name+" running", func() bool { return r.phase(p.UID) == v1.PodRunning })
+			}
+			waitFor(t, "late failed", func() bool { return r.phase(pods[3].UID) == v1.PodFailed })
+			if got := r.pod(pods[3].UID).Status.Reason; got != admission.ReasonNodePorts {
+				t.Fatalf("reason %q, want %q", got, admission.ReasonNodePorts)
+			}
+		})
+	}
+}
+
 func TestOrphanedRuntimePodIsKilled(t *testing.T) {
 	rt, _ := fake.New(fake.Config{})
 	orphan := newPod("orphan", v1.RestartPolicyAlways, "c")

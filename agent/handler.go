@@ -28,6 +28,10 @@ func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 	podmanager.SortByCreation(pods)
 	// Listed once per batch, on the first admission; what they use of the
 	// node is summed once too (if a handler reads it) and kept up to date.
+	// With usageOnly no handler reads the list itself, and the pods are
+	// listed only when one reads the usage: an apiserver's watch brings
+	// pods one per batch, and listing the node's pods for each costs
+	// O(pods) on the sync loop per pod.
 	var active []*v1.Pod
 	var used *admission.Usage
 	listed := false
@@ -41,7 +45,14 @@ func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 			continue
 		}
 		if !a.workers.IsPodTerminationRequested(pod.UID) {
-			if !listed {
+			switch {
+			case listed:
+			case a.usageOnly:
+				// A fresh one for each pod until a handler reads it:
+				// then the pods before this one are in the list.
+				uid := pod.UID
+				used = admission.NewUsageOf(func() []*v1.Pod { listed = true; return a.activePods(uid) })
+			default:
 				active, listed = a.activePods(pod.UID), true
 				used = admission.NewUsage(active)
 			}
@@ -49,8 +60,12 @@ func (h *handler) HandlePodAdditions(_ context.Context, pods []*v1.Pod) {
 				a.reject(pod, r.Reason, r.Message)
 				continue
 			}
-			active = append(active, pod)
-			used.Add(pod)
+			if listed {
+				if !a.usageOnly {
+					active = append(active, pod)
+				}
+				used.Add(pod)
+			}
 		}
 		a.update(podworkers.SyncPodCreate, run, mirror)
 	}

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/agent"
+	"github.com/nodekit/nodekit/node"
+	"github.com/nodekit/nodekit/node/nodetest"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/provider"
 	"github.com/nodekit/nodekit/provider/providertest"
@@ -112,13 +114,15 @@ func (c timedClient) wrote(name string, p *v1.Pod, err error) {
 // them. Arrival "set" creates the N pods in one SET; "adds" sends one ADD
 // per pod, a millisecond of creation time apart, as the apiserver's watch
 // delivers them (each admitted in its own batch), latency from each pod's
-// own ADD; "adds-slowtail" is "adds" with every tenth write taking 20 ms.
+// own ADD; "adds-slowtail" is "adds" with every tenth write taking 20 ms;
+// "adds-node" is "adds" on an agent set up as nodeutil's (a Node,
+// IgnoreCapacity: the admission of a virtual node).
 func BenchmarkToRunning(b *testing.B) {
 	type run struct {
 		n       int
 		arrival string
 	}
-	runs := []run{{1, "set"}, {100, "set"}, {1000, "set"}, {100, "adds"}, {1000, "adds"}, {1000, "adds-slowtail"}}
+	runs := []run{{1, "set"}, {100, "set"}, {1000, "set"}, {100, "adds"}, {1000, "adds"}, {1000, "adds-slowtail"}, {1000, "adds-node"}}
 	for _, r := range runs {
 		n := r.n
 		name := fmt.Sprintf("pods=%d", n)
@@ -152,9 +156,14 @@ func BenchmarkToRunning(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				a, err := agent.New(agent.Config{NodeName: "vk", Runtime: rt, Sources: []string{src}, MaxPods: n + 10,
+				ac := agent.Config{NodeName: "vk", Runtime: rt, Sources: []string{src}, MaxPods: n + 10,
 					StatusClient: func(ns string) status.PodClient { return timedClient{rc.Pods(ns), rc} }, UpdateKnownStatus: true,
-					RelistPeriod: time.Minute, RuntimeCheckPeriod: 5 * time.Second, SyncFrequency: time.Minute})
+					RelistPeriod: time.Minute, RuntimeCheckPeriod: 5 * time.Second, SyncFrequency: time.Minute}
+				if r.arrival == "adds-node" {
+					api := nodetest.New()
+					ac.Node, ac.IgnoreCapacity = &node.Config{Nodes: api.Nodes(), Leases: api.Leases(), Virtual: true}, true
+				}
+				a, err := agent.New(ac)
 				if err != nil {
 					b.Fatal(err)
 				}
