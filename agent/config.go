@@ -118,6 +118,15 @@ type Config struct {
 	// apiserver's CPU per write. Default false: the kubelet patches;
 	// provider/nodeutil sets it.
 	UpdateKnownStatus bool
+	// FirstStatusDelay is how long a pod's first sync may hold back its
+	// first status while the runtime starts the pod. A pod the runtime
+	// starts within it gets one status write, its Running one, instead of
+	// two (Pending with ContainerCreating, then Running): on an in-memory
+	// runtime (runtime/fake, a simulator of many nodes) that halves the
+	// pod status writes of a rollout. A start that takes longer reports
+	// Pending when the delay ends, as before. Default 0: the kubelet's
+	// order, the status set before the runtime is called.
+	FirstStatusDelay time.Duration
 	// SyncErrorBackOff is how long after a failed sync a pod is synced
 	// again (plus jitter). Default 10s, as the kubelet's.
 	SyncErrorBackOff time.Duration
@@ -297,7 +306,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: Runtime is required", ErrInvalidConfig)
 	}
 	for _, d := range []time.Duration{c.FileCheckFrequency, c.HTTPCheckFrequency, c.SyncFrequency, c.SyncErrorBackOff,
-		c.RelistPeriod, c.StreamingRelistPeriod, c.RuntimeCheckPeriod, c.RuntimeDownAfter, c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, c.ShutdownTimeout} {
+		c.RelistPeriod, c.StreamingRelistPeriod, c.RuntimeCheckPeriod, c.RuntimeDownAfter, c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, c.ShutdownTimeout, c.FirstStatusDelay} {
 		if d < 0 {
 			return fmt.Errorf("%w: negative duration %v", ErrInvalidConfig, d)
 		}

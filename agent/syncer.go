@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/podworkers"
@@ -54,7 +56,8 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 	// status the provider gives it (Running for an instant provider), not
 	// a Pending written just before, one apiserver write per pod.
 	synced := false // the runtime's SyncPod ran
-	if a.owner && (rs == nil || rs.APIStatus == nil) {
+	switch {
+	case a.owner && (rs == nil || rs.APIStatus == nil):
 		defer func() {
 			if synced {
 				if fresh, err := a.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil && fresh.APIStatus != nil {
@@ -63,7 +66,12 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 			}
 			a.setStatus(pod, st)
 		}()
-	} else {
+	case !a.owner && a.cfg.FirstStatusDelay > 0 && !a.hasStatus(pod.UID):
+		// Config.FirstStatusDelay: the pending status is set only if
+		// the runtime is still starting the pod when the delay ends.
+		h := a.holdFirstStatus(pod, st)
+		defer func() { h.release(ctx, synced) }()
+	default:
 		a.setStatus(pod, st)
 	}
 	if err := a.runtimeError(); err != nil {
@@ -146,6 +154,56 @@ func (a *Agent) runtimeContext(ctx context.Context) (context.Context, func()) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(*life, cancel)
 	return rctx, func() { stop(); cancel() }
+}
+
+// hasStatus reports whether the agent has set a status for the pod.
+func (a *Agent) hasStatus(uid types.UID) bool {
+	_, ok := a.status.SharedPodStatus(uid)
+	return ok
+}
+
+// heldStatus is a pod's first status, held back while its first sync runs
+// (Config.FirstStatusDelay).
+type heldStatus struct {
+	a     *Agent
+	pod   *v1.Pod
+	st    v1.PodStatus
+	timer clock.Timer
+	mu    sync.Mutex
+	set   bool // the held status was set (the delay ended first)
+}
+
+func (a *Agent) holdFirstStatus(pod *v1.Pod, st v1.PodStatus) *heldStatus {
+	h := &heldStatus{a: a, pod: pod, st: st}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.timer = a.cfg.Clock.AfterFunc(a.cfg.FirstStatusDelay, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.set {
+			h.set = true
+			h.a.setStatus(h.pod, h.st)
+		}
+	})
+	return h
+}
+
+// release ends the hold when the sync ends: the status is generated again
+// from the runtime if its SyncPod ran, so that the first write says what
+// the sync did (Running, for a runtime that starts at once). Under the
+// lock, so that a held status set late cannot follow the fresh one.
+func (h *heldStatus) release(ctx context.Context, synced bool) {
+	h.timer.Stop()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.set = true
+	st := h.st
+	if synced {
+		if fresh, err := h.a.cfg.Runtime.GetPodStatus(ctx, h.pod.UID, h.pod.Name, h.pod.Namespace); err == nil {
+			st = h.a.generate(h.pod, fresh, false)
+		}
+	}
+	h.a.setStatus(h.pod, st)
 }
 
 // setStatus hands a pod's new status to the status manager.

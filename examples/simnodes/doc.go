@@ -35,7 +35,12 @@
 // the real clock. Per node remain the agent's goroutines (9 when idle,
 // agent.BenchmarkIdleAgents; a node's feeder of pod updates runs only
 // while it has some) and its Lease renewal (every 10s), status
-// updates (on change, or every 5m), and the pod status patches. A node's
+// updates (on change, or every 5m), and the pod status patches: one per
+// pod started, its Running status, since a pod's first sync holds back its
+// Pending status for up to -first-status-delay (1s) while the in-memory
+// runtime starts it (the kubelet writes Pending first, then Running; 0
+// restores that; a start programmed to take longer reports Pending when
+// the delay ends). A node's
 // PLEG buffers -pleg-event-capacity events (128, not the kubelet's 1000,
 // whose buffer would be most of an idle node's heap) and its runtime
 // keeps no call list. -gc-percent trades CPU for memory (Go's GOGC): it

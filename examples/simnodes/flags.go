@@ -44,6 +44,7 @@ type options struct {
 	verbosity    int
 	duration     time.Duration
 	plegEvents   int
+	firstStatus  time.Duration
 	gcPercent    int    // 0: Go's (GOGC, else 100)
 	pprofAddr    string // empty: no profiling endpoint
 }
@@ -90,6 +91,8 @@ Flags:
 	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long; 0 runs until signalled")
 	fs.IntVar(&o.plegEvents, "pleg-event-capacity", 128, "events each node's PLEG buffers (48 bytes each, allocated whole with the node; the kubelet's 1000 are 47 KiB a node); "+
 		"a relist's events beyond it are dropped and their pods wait for the next resync (1m)")
+	fs.DurationVar(&o.firstStatus, "first-status-delay", time.Second, "how long a pod's first sync holds back its Pending status while the in-memory runtime starts it "+
+		"(agent.Config.FirstStatusDelay): a pod started within it gets one status write, Running, instead of two; 0: the kubelet's order, Pending first")
 	fs.IntVar(&o.gcPercent, "gc-percent", 0, "the Go garbage collector's target (debug.SetGCPercent): a smaller one trades CPU for a smaller heap over the live one; 0 keeps Go's (GOGC, else 100)")
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof's /debug/pprof/ on (port 0: any, logged); empty: none")
 	if err := fs.Parse(args); err != nil {
@@ -128,6 +131,9 @@ Flags:
 	}
 	if o.maxPods < 1 {
 		return nil, bad("-max-pods must be at least 1")
+	}
+	if o.firstStatus < 0 {
+		return nil, fmt.Errorf("%w: -first-status-delay %v is negative", errUsage, o.firstStatus)
 	}
 	if o.plegEvents < 1 {
 		return nil, bad("-pleg-event-capacity must be at least 1")

@@ -241,6 +241,7 @@ func newSimNode(o *options, i, k int, cs *clientset, nodeClient node.NodeClient,
 		},
 		MaxPods:           o.maxPods,
 		PLEGEventCapacity: o.plegEvents,
+		FirstStatusDelay:  o.firstStatus,
 		Clock:             clk,
 		Log:               nlog.V(1),
 	}

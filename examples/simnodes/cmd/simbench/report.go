@@ -63,6 +63,13 @@ func writeReport(globs, doc string) error {
 	for _, r := range rs {
 		fmt.Fprintf(&t, "| %s | %d | %d | %d | %s | %s | %s |\n", r.Impl, r.Nodes, r.Shards, r.Pods, verbs(r.RestNodes), verbs(r.RestPods), verbs(r.Rollout))
 	}
+	t.WriteString("\nThe rollout's requests per pod started (its window's requests over the pods it started: a rate per node-minute grows as a rollout gets faster) " +
+		"and the Lease renewals per node-minute during the rollout against at rest (6 when every node renews every 10s):\n\n")
+	t.WriteString("| simulator | nodes | processes | pods | rollout requests per pod started | Lease renewals per node-minute, rollout / at rest |\n|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		fmt.Fprintf(&t, "| %s | %d | %d | %d | %s | %.2f / %.2f |\n", r.Impl, r.Nodes, r.Shards, r.Pods, verbs(perPod(r)),
+			r.Rollout["update leases"], r.RestPods["update leases"])
+	}
 	t.WriteString("\nBehaviour (each run's own checks, on its first node; the kill rows at the end of the run):\n\n")
 	t.WriteString("| simulator | nodes | processes | check | result |\n|---|---|---|---|---|\n")
 	for _, r := range rs {
@@ -99,6 +106,20 @@ func writeReport(globs, doc string) error {
 		s = s[:i] + t.String() + s[j+len(endMark):]
 	}
 	return os.WriteFile(doc, []byte(s), 0o644)
+}
+
+// perPod turns the rollout's requests per node-minute back into requests
+// per pod started.
+func perPod(r *result) map[string]float64 {
+	out := make(map[string]float64, len(r.Rollout))
+	if r.Pods == 0 {
+		return out
+	}
+	f := float64(r.Nodes) * r.PodsRunS / 60 / float64(r.Pods)
+	for k, v := range r.Rollout {
+		out[k] = v * f
+	}
+	return out
 }
 
 // verbs renders counts per node-minute: the total, then each key.

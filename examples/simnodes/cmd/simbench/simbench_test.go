@@ -48,7 +48,8 @@ func TestReportReplacesOnlyItsPartOfTheDoc(t *testing.T) {
 	if err := os.WriteFile(doc, []byte("# Perf\n\nbefore\n"+beginMark+"\nold table\n"+endMark+"\nafter\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res := `{"impl":"kwok","nodes":10,"shards":1,"pods":100,"nodesReadySeconds":2,"restNodesOnly":{"total":6,"update leases":6},"correctness":{"probe":"no"}}`
+	res := `{"impl":"kwok","nodes":10,"shards":1,"pods":100,"nodesReadySeconds":2,"podsRunningSeconds":30,"restNodesOnly":{"total":6,"update leases":6},` +
+		`"restWithPods":{"total":6,"update leases":6},"rollout":{"total":24,"update leases":4,"patch pods/status":20},"correctness":{"probe":"no"}}`
 	if err := os.WriteFile(filepath.Join(dir, "kwok-10-1.json"), []byte(res), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,9 @@ func TestReportReplacesOnlyItsPartOfTheDoc(t *testing.T) {
 	}
 	b, _ := os.ReadFile(doc)
 	s := string(b)
-	for _, want := range []string{"before\n" + beginMark, endMark + "\nafter\n", "| kwok | 10 | 1 | 100 |", "**6.00**; update leases 6.00", "| kwok | 10 | 1 | probe | no |"} {
+	for _, want := range []string{"before\n" + beginMark, endMark + "\nafter\n", "| kwok | 10 | 1 | 100 |", "**6.00**; update leases 6.00", "| kwok | 10 | 1 | probe | no |",
+		// 20 patches per node-minute, 10 nodes, half a minute: 100 patches for 100 pods.
+		"| kwok | 10 | 1 | 100 | **1.20**; patch pods/status 1.00; update leases 0.20 | 4.00 / 6.00 |"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("doc lacks %q:\n%s", want, s)
 		}
