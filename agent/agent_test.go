@@ -431,6 +431,9 @@ func TestIgnoreCapacityStillRefusesATakenHostPort(t *testing.T) {
 			api := nodetest.New()
 			c.Node, c.IgnoreCapacity = &node.Config{Nodes: api.Nodes(), Leases: api.Leases()}, true
 			r := start(t, c)
+			if !r.a.usageOnly {
+				t.Fatal("a virtual node's default admission (a Node, IgnoreCapacity, no eviction) lists its pods for every ADD, want only when a host port is checked")
+			}
 			waitFor(t, "the Node registered", func() bool { return r.a.Node().SharedNode() != nil })
 			var pods []*v1.Pod
 			for i, p := range []*v1.Pod{newPod("plain", v1.RestartPolicyAlways, "c"), port(newPod("binds", v1.RestartPolicyAlways, "c")),

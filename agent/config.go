@@ -125,7 +125,9 @@ type Config struct {
 	// runtime (runtime/fake, a simulator of many nodes) that halves the
 	// pod status writes of a rollout. A start that takes longer reports
 	// Pending when the delay ends, as before. Default 0: the kubelet's
-	// order, the status set before the runtime is called.
+	// order, the status set before the runtime is called. Not used when the
+	// Runtime owns pod status (a provider's first status is always the
+	// one it reports from its CreatePod).
 	FirstStatusDelay time.Duration
 	// SyncErrorBackOff is how long after a failed sync a pod is synced
 	// again (plus jitter). Default 10s, as the kubelet's.

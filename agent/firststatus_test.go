@@ -1,12 +1,14 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/fake"
 	"github.com/nodekit/nodekit/status"
 	"github.com/nodekit/nodekit/status/statustest"
@@ -18,13 +20,16 @@ import (
 // first, set before the runtime is called).
 func TestFirstStatusDelay(t *testing.T) {
 	for _, tc := range []struct {
-		name         string
-		delay, start time.Duration
+		name  string
+		delay time.Duration
+		// untilPending: the runtime's SyncPod waits until the Pending
+		// status was written (a start that outlasts any such write).
+		untilPending bool
 		want         []v1.PodPhase // phases of the status writes, in order
 	}{
-		{"without a delay Pending is written before the runtime starts the pod", 0, 300 * time.Millisecond, []v1.PodPhase{v1.PodPending, v1.PodRunning}},
-		{"a pod started within the delay gets one write", time.Minute, 300 * time.Millisecond, []v1.PodPhase{v1.PodRunning}},
-		{"a start longer than the delay reports Pending when it ends", 50 * time.Millisecond, time.Second, []v1.PodPhase{v1.PodPending, v1.PodRunning}},
+		{"without a delay Pending is written before the runtime starts the pod", 0, true, []v1.PodPhase{v1.PodPending, v1.PodRunning}},
+		{"a pod started within the delay gets one write", time.Minute, false, []v1.PodPhase{v1.PodRunning}},
+		{"a start longer than the delay reports Pending when it ends", 50 * time.Millisecond, true, []v1.PodPhase{v1.PodPending, v1.PodRunning}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := newPod("first", v1.RestartPolicyAlways, "app")
@@ -32,9 +37,10 @@ func TestFirstStatusDelay(t *testing.T) {
 			// so a read does not give the sync time to finish.
 			pod.ResourceVersion = "1"
 			pods := statustest.New(pod)
-			rt, _ := fake.New(fake.Config{})
-			if err := rt.SetLatency("SyncPod", tc.start); err != nil {
-				t.Fatal(err)
+			f, _ := fake.New(fake.Config{})
+			rt := &gatedSync{Runtime: f, proceed: make(chan struct{})}
+			if !tc.untilPending {
+				close(rt.proceed)
 			}
 			c := fastConfig(rt)
 			// The relist that sees the start comes at once; the relist
@@ -44,6 +50,13 @@ func TestFirstStatusDelay(t *testing.T) {
 			c.StatusClient = func(ns string) status.PodClient { return pods.Pods(ns) }
 			r := start(t, c)
 			r.set(pod)
+			if tc.untilPending {
+				waitFor(t, "Pending in the apiserver", func() bool {
+					p, ok := pods.Pod("default", pod.Name)
+					return ok && p.Status.Phase == v1.PodPending
+				})
+				close(rt.proceed)
+			}
 			waitFor(t, "Running and Ready in the apiserver", func() bool {
 				p, ok := pods.Pod("default", pod.Name)
 				return ok && p.Status.Phase == v1.PodRunning && podReady(p)
@@ -74,4 +87,18 @@ func TestFirstStatusDelay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gatedSync is a fake runtime whose SyncPod waits until proceed is closed.
+type gatedSync struct {
+	*fake.Runtime
+	proceed chan struct{}
+}
+
+func (g *gatedSync) SyncPod(ctx context.Context, pod *v1.Pod, st *runtime.PodStatus, secrets []v1.Secret, b *runtime.Backoff) runtime.PodSyncResult {
+	select {
+	case <-g.proceed:
+	case <-ctx.Done():
+	}
+	return g.Runtime.SyncPod(ctx, pod, st, secrets, b)
 }

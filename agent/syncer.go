@@ -175,8 +175,8 @@ type heldStatus struct {
 
 func (a *Agent) holdFirstStatus(pod *v1.Pod, st v1.PodStatus) *heldStatus {
 	h := &heldStatus{a: a, pod: pod, st: st}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	// The callback does not read h.timer: no lock is needed around its
+	// assignment (and a clock that runs callbacks inline cannot deadlock).
 	h.timer = a.cfg.Clock.AfterFunc(a.cfg.FirstStatusDelay, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -190,19 +190,25 @@ func (a *Agent) holdFirstStatus(pod *v1.Pod, st v1.PodStatus) *heldStatus {
 
 // release ends the hold when the sync ends: the status is generated again
 // from the runtime if its SyncPod ran, so that the first write says what
-// the sync did (Running, for a runtime that starts at once). Under the
-// lock, so that a held status set late cannot follow the fresh one.
+// the sync did (Running, for a runtime that starts at once). The runtime
+// is read outside the lock (a held status due meanwhile is not kept
+// waiting on it) and with the runtime's context (a deletion cancels ctx,
+// not the sync's report); the status is set under it, so that a held
+// status set late cannot follow the fresh one.
 func (h *heldStatus) release(ctx context.Context, synced bool) {
 	h.timer.Stop()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.set = true
 	st := h.st
 	if synced {
-		if fresh, err := h.a.cfg.Runtime.GetPodStatus(ctx, h.pod.UID, h.pod.Name, h.pod.Namespace); err == nil {
+		rctx, done := h.a.runtimeContext(ctx)
+		fresh, err := h.a.cfg.Runtime.GetPodStatus(rctx, h.pod.UID, h.pod.Name, h.pod.Namespace)
+		done()
+		if err == nil {
 			st = h.a.generate(h.pod, fresh, false)
 		}
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.set = true
 	h.a.setStatus(h.pod, st)
 }
 

@@ -131,6 +131,7 @@ func (s *Source) Run(ctx context.Context, updates chan<- podconfig.PodUpdate) er
 				break
 			}
 			rv, relist = list.ResourceVersion, false
+			delivered = false // an empty watch right after a list backs off
 			s.c.Log.V(2).Info("Listed pods", "count", len(pods), "resourceVersion", rv)
 		}
 
@@ -199,7 +200,8 @@ func (s *Source) mine(p *v1.Pod) bool {
 
 // consume sends each event of w as an update until w ends, ctx ends or an
 // ERROR event arrives. It keeps *rv at the last resourceVersion seen and
-// returns how many events it handled.
+// returns how many events moved it on (pod events, bookmarks with a
+// new resourceVersion): the progress that lets the next watch start at once.
 func (s *Source) consume(ctx context.Context, w watch.Interface, rv *string, updates chan<- podconfig.PodUpdate) (int, error) {
 	defer w.Stop()
 	n := 0
@@ -214,7 +216,6 @@ func (s *Source) consume(ctx context.Context, w watch.Interface, rv *string, upd
 		if !ok {
 			return n, nil
 		}
-		n++
 		var op podconfig.PodOperation
 		switch ev.Type {
 		case watch.Added:
@@ -224,8 +225,12 @@ func (s *Source) consume(ctx context.Context, w watch.Interface, rv *string, upd
 		case watch.Deleted:
 			op = podconfig.REMOVE
 		case watch.Bookmark:
-			if m, err := meta.Accessor(ev.Object); err == nil {
+			// Progress only if it moves the resourceVersion: a server
+			// that repeats one bookmark and closes must not be resumed
+			// at once, again and again.
+			if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != *rv {
 				*rv = m.GetResourceVersion()
+				n++
 			}
 			continue
 		case watch.Error:
@@ -238,6 +243,7 @@ func (s *Source) consume(ctx context.Context, w watch.Interface, rv *string, upd
 			s.c.Log.Info("Ignoring watch event of unknown type", "type", ev.Type)
 			continue
 		}
+		n++
 		pod, isPod := ev.Object.(*v1.Pod)
 		if !isPod || pod == nil {
 			return n, fmt.Errorf("watch event %s carries %T, not *v1.Pod", ev.Type, ev.Object)

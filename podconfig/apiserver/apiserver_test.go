@@ -492,6 +492,33 @@ func TestWatchClosedEmptyAfterOneThatDeliveredResumesAtOnce(t *testing.T) {
 	assert.Equal(t, "11", c.Options.ResourceVersion)
 }
 
+// A bookmark that repeats the resourceVersion the watch started from is
+// no progress: a server that sends only that and closes, again and again,
+// is backed off from, not resumed at once in a loop.
+func TestWatchWithOnlyARepeatedBookmarkBacksOff(t *testing.T) {
+	client := podconfigtest.NewPodClient(10)
+	client.SetList(list("10"))
+	w1, w2 := watch.NewFake(), watch.NewFake()
+	client.AddWatcher(w1)
+	client.AddWatcher(w2)
+	h := start(t, client)
+	h.call("list")
+	h.next()
+	h.call("watch")
+	bookmark := &v1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "10"}}
+	w1.Action(watch.Bookmark, bookmark)
+	w1.Stop()
+	h.waitTimer()
+	select {
+	case c := <-client.Notify():
+		t.Fatalf("resumed after a watch that made no progress without backing off: %v", c.Verb)
+	default:
+	}
+	h.clock.Step(time.Second)
+	c := h.call("watch")
+	assert.Equal(t, "10", c.Options.ResourceVersion)
+}
+
 func TestTwoNamespacesSameNameAreBothKept(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

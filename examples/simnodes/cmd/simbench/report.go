@@ -111,10 +111,10 @@ func writeReport(globs, doc string) error {
 // perPod turns the rollout's requests per node-minute back into requests
 // per pod started.
 func perPod(r *result) map[string]float64 {
-	out := make(map[string]float64, len(r.Rollout))
-	if r.Pods == 0 {
-		return out
+	if r.Pods == 0 || r.PodsRunS == 0 {
+		return nil // a result from before the rollout was timed
 	}
+	out := make(map[string]float64, len(r.Rollout))
 	f := float64(r.Nodes) * r.PodsRunS / 60 / float64(r.Pods)
 	for k, v := range r.Rollout {
 		out[k] = v * f
