@@ -32,11 +32,12 @@
 // cache, instead of a GET per node every 10s), an event broadcaster per 16
 // nodes (one posts its events one at a time: shared by a thousand nodes it
 // falls minutes behind a rollout), and
-// the real clock. Per node remain the agent's goroutines (9 when idle,
+// the real clock. Per node remain the agent's goroutines (7 when idle,
 // agent.BenchmarkIdleAgents; a node's feeder of pod updates runs only
-// while it has some) and its Lease renewal (every 10s), status
+// while it has some, and hands them over with the agent's Send, in its
+// own goroutine, so the agent needs no forwarder of its own) and its Lease renewal (every 10s), status
 // updates (on change, or every 5m), and the pod status patches. A node's
-// PLEG buffers -pleg-event-capacity events (128, not the kubelet's 1000,
+// PLEG buffers -pleg-event-capacity events (64, not the kubelet's 1000,
 // whose buffer would be most of an idle node's heap) and its runtime
 // keeps no call list. -gc-percent trades CPU for memory (Go's GOGC): it
 // is a setting, not what keeps a node small. -pprof-addr serves

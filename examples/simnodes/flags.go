@@ -45,6 +45,7 @@ type options struct {
 	duration     time.Duration
 	plegEvents   int
 	gcPercent    int    // 0: Go's (GOGC, else 100)
+	memLimitMiB  int    // 0: Go's (GOMEMLIMIT, else none)
 	pprofAddr    string // empty: no profiling endpoint
 }
 
@@ -88,9 +89,11 @@ Flags:
 	fs.BoolVar(&o.events, "events", true, "send the nodes' events (Pulled, Created, Started, Killing, probe failures ...) to the apiserver, as the kubelet does")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 errors and milestones, 1 and up the agents' detail")
 	fs.DurationVar(&o.duration, "duration", 0, "stop by itself after this long; 0 runs until signalled")
-	fs.IntVar(&o.plegEvents, "pleg-event-capacity", 128, "events each node's PLEG buffers (48 bytes each, allocated whole with the node; the kubelet's 1000 are 47 KiB a node); "+
+	fs.IntVar(&o.plegEvents, "pleg-event-capacity", 64, "events each node's PLEG buffers (48 bytes each, allocated whole with the node; the kubelet's 1000 are 47 KiB a node); "+
 		"a relist's events beyond it are dropped and their pods wait for the next resync (1m)")
 	fs.IntVar(&o.gcPercent, "gc-percent", 0, "the Go garbage collector's target (debug.SetGCPercent): a smaller one trades CPU for a smaller heap over the live one; 0 keeps Go's (GOGC, else 100)")
+	fs.IntVar(&o.memLimitMiB, "memory-limit", 0, "a soft limit of the process's memory in MiB (debug.SetMemoryLimit, Go's GOMEMLIMIT): the collector runs more often as the heap nears it, trading CPU for a lower peak; "+
+		"set it above the live heap (at a limit below, the collector takes up to half the CPU); 0 keeps Go's (GOMEMLIMIT, else none)")
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof's /debug/pprof/ on (port 0: any, logged); empty: none")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -139,6 +142,9 @@ Flags:
 	}
 	if o.gcPercent < 0 {
 		return nil, bad("-gc-percent must not be negative (the collector stays on)")
+	}
+	if o.memLimitMiB < 0 {
+		return nil, bad("-memory-limit must not be negative")
 	}
 	if podCIDR != "" {
 		if o.podCIDR, err = netip.ParsePrefix(podCIDR); err != nil || !o.podCIDR.Addr().Is4() {
