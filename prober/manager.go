@@ -93,7 +93,7 @@ type Manager struct {
 	status    StatusProvider
 	runner    runtime.CommandRunner
 	recorder  EventRecorder
-	transport http.RoundTripper
+	transport func() http.RoundTripper
 	dial      func(ctx context.Context, network, address string) (net.Conn, error) // nil: the host's
 	userAgent string
 	clock     clock.WithTicker
@@ -138,12 +138,16 @@ func New(c Config) (*Manager, error) {
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = 256
 	}
+	transport := func() http.RoundTripper { return c.Transport }
 	if c.Transport == nil {
 		dial := c.Dial
 		if dial == nil {
 			dial = probeDialer(0).DialContext
 		}
-		c.Transport = newTransport(dial)
+		// Built at the first HTTP probe: most pods have none, and an
+		// http.Transport is ~1 KiB on each of a simulator's thousand
+		// agents.
+		transport = sync.OnceValue(func() http.RoundTripper { return newTransport(dial) })
 	}
 	if c.UserAgent == "" {
 		c.UserAgent = DefaultUserAgent
@@ -167,7 +171,7 @@ func New(c Config) (*Manager, error) {
 		status:    c.Status,
 		runner:    c.Runner,
 		recorder:  c.Recorder,
-		transport: c.Transport,
+		transport: transport,
 		dial:      c.Dial,
 		userAgent: c.UserAgent,
 		clock:     c.Clock,
