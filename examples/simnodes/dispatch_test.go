@@ -107,3 +107,28 @@ func TestForAgentOwnsItsAnnotations(t *testing.T) {
 		t.Fatal("the agent's pod lost an annotation or does not share the spec")
 	}
 }
+
+// The Node informer stores the node controller's own Node when the watch
+// brings its version, and drops an answer a later version overtook.
+func TestCachedNodesShareTheControllersNode(t *testing.T) {
+	c := &cachedNodes{sent: map[string]*v1.Node{}}
+	mk := func(rv string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv,
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
+	}
+	held := mk("10")
+	c.sent["n"] = held
+	if got, _ := c.share(mk("9")); got == held || got.(*v1.Node).ManagedFields != nil {
+		t.Fatal("an older version was replaced by the held one, or kept its managedFields")
+	}
+	if got, _ := c.share(mk("10")); got != held {
+		t.Fatal("the version the controller holds was not shared")
+	}
+	if _, ok := c.sent["n"]; ok {
+		t.Fatal("the shared answer is still kept aside")
+	}
+	c.sent["n"] = held
+	if got, _ := c.share(mk("11")); got == held || c.sent["n"] != nil {
+		t.Fatal("an answer overtaken by a later version is still kept")
+	}
+}

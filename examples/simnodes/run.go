@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,10 +128,15 @@ func runShard(ctx context.Context, o *options, cs, hb *clientset, log logr.Logge
 		&v1.Pod{}, 0, cache.Indexers{byNode: nodeIndex})
 	nodeInf := cache.NewSharedIndexInformer(listWatch(cs.Nodes().List, cs.Nodes().Watch, func(*metav1.ListOptions) {}),
 		&v1.Node{}, 0, cache.Indexers{})
-	for _, inf := range []cache.SharedIndexInformer{podInf, nodeInf} {
-		if err := inf.SetTransform(dropManagedFields); err != nil {
-			return err
-		}
+	// The Node informer's transform also shares each node controller's
+	// Node (the answer of its last status update) when the watch brings
+	// that version (cachedNodes.share).
+	nodeClient := &cachedNodes{api: hb.Nodes(), lister: listerscorev1.NewNodeLister(nodeInf.GetIndexer()), sent: map[string]*v1.Node{}}
+	if err := podInf.SetTransform(dropManagedFields); err != nil {
+		return err
+	}
+	if err := nodeInf.SetTransform(nodeClient.share); err != nil {
+		return err
 	}
 
 	// Events: a broadcaster per nodesPerEventSink nodes. A broadcaster
@@ -157,7 +163,6 @@ func runShard(ctx context.Context, o *options, cs, hb *clientset, log logr.Logge
 	from, to := shardRange(o.nodes, o.shard, o.total)
 	sn := make([]*simNode, 0, to-from)
 	outs := make(map[string]sendFunc, to-from)
-	nodeClient := &cachedNodes{api: hb.Nodes(), lister: listerscorev1.NewNodeLister(nodeInf.GetIndexer())}
 	leases := hb.Leases(v1.NamespaceNodeLease)
 	clk := clock.RealClock{}
 	for k := from; k < to; k++ {
@@ -288,6 +293,11 @@ func setPodCIDR(ctx context.Context, cs *clientset, n *simNode, log logr.Logger)
 type cachedNodes struct {
 	api    *nodeClient
 	lister listerscorev1.NodeLister
+
+	mu sync.Mutex
+	// sent is each node's last status update's answer, which its
+	// controller holds, until the informer's watch brings that version.
+	sent map[string]*v1.Node
 }
 
 var _ node.NodeClient = (*cachedNodes)(nil)
@@ -314,7 +324,50 @@ func (c *cachedNodes) Update(ctx context.Context, n *v1.Node, opts metav1.Update
 }
 
 func (c *cachedNodes) UpdateStatus(ctx context.Context, n *v1.Node, opts metav1.UpdateOptions) (*v1.Node, error) {
-	return c.api.UpdateStatus(ctx, n, opts)
+	got, err := c.api.UpdateStatus(ctx, n, opts)
+	if err == nil && got != nil {
+		got.ManagedFields = nil // nothing here reads them
+		c.mu.Lock()
+		c.sent[got.Name] = got
+		c.mu.Unlock()
+	}
+	return got, err
+}
+
+// share is the Node informer's transform: a Node of the version a node
+// controller holds (its last status update's answer) is stored as that
+// very object, not as the watch's decoded copy, so each Node is held
+// once rather than twice (a few KiB a node: conditions, images, node
+// info). Both keep their Nodes read-only (node.NodeClient's doc; the
+// informer replaces an object, never changes it). Other Nodes lose their
+// managedFields.
+func (c *cachedNodes) share(obj any) (any, error) {
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return dropManagedFields(obj)
+	}
+	c.mu.Lock()
+	held := c.sent[n.Name]
+	switch {
+	case held == nil:
+	case held.ResourceVersion == n.ResourceVersion:
+		delete(c.sent, n.Name) // the informer holds it from now on
+		c.mu.Unlock()
+		return held, nil
+	case newerRV(n.ResourceVersion, held.ResourceVersion):
+		delete(c.sent, n.Name) // that version will not come
+	}
+	c.mu.Unlock()
+	n.ManagedFields = nil
+	return n, nil
+}
+
+// newerRV reports whether resource version a is later than b; the
+// apiserver's are etcd revisions (unparsable ones: not later).
+func newerRV(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x > y
 }
 
 func dropManagedFields(obj any) (any, error) {
