@@ -42,7 +42,7 @@
 // keeps no call list. -gc-percent (Go's GOGC) is 25 by default, not Go's
 // 100: the heap may grow a quarter over the live one before a
 // collection, which at 1,000 nodes with 2 pods each took the peak from
-// 0.29 to 0.21 MiB a node for 0.033 to 0.051 CPU-seconds a node over the
+// 0.29 to 0.21 MiB a node for 0.033 to 0.051–0.056 CPU-seconds a node over the
 // run (docs/performance.md); -gc-percent 100 gives the CPU back.
 // -memory-limit sets a soft limit instead (Go's GOMEMLIMIT). -pprof-addr serves
 // net/http/pprof, for heap and goroutine profiles of a running shard.

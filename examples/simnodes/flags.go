@@ -92,7 +92,7 @@ Flags:
 	fs.IntVar(&o.plegEvents, "pleg-event-capacity", 64, "events each node's PLEG buffers (48 bytes each, allocated whole with the node; the kubelet's 1000 are 47 KiB a node); "+
 		"a relist's events beyond it are dropped and their pods wait for the next resync (1m)")
 	fs.IntVar(&o.gcPercent, "gc-percent", 25, "the Go garbage collector's target (debug.SetGCPercent): how far the heap grows over the live one (and the stacks) before a collection; "+
-		"25 trades CPU for memory (at 1,000 nodes × 2 pods: 0.21 MiB and 0.051 CPU-s a node, against 0.29 and 0.033 at Go's 100); 0 keeps Go's (GOGC, else 100)")
+		"25 trades CPU for memory (at 1,000 nodes × 2 pods: 0.21 MiB and 0.051–0.056 CPU-s a node, against 0.29 and 0.033 at Go's 100); 0 keeps Go's (GOGC, else 100)")
 	fs.IntVar(&o.memLimitMiB, "memory-limit", 0, "a soft limit of the process's memory in MiB (debug.SetMemoryLimit, Go's GOMEMLIMIT): the collector runs more often as the heap nears it, trading CPU for a lower peak; "+
 		"set it above the live heap (at a limit below, the collector takes up to half the CPU); 0 keeps Go's (GOMEMLIMIT, else none)")
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "`host:port` to serve net/http/pprof's /debug/pprof/ on (port 0: any, logged); empty: none")
