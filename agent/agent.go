@@ -58,8 +58,18 @@ type Agent struct {
 	// status is stored (see storedProbes). Guarded by probeMu.
 	probeMu  sync.Mutex
 	probeNow map[types.UID][]string
-	extra    map[string]chan podconfig.PodUpdate
-	secrets  *objects.Cache // nil without Config.Secrets
+	// extra holds the sources of Config.Sources, by name; the map is
+	// fixed after New, its entries are guarded by srcMu.
+	extra map[string]*extraSource
+	srcMu sync.Mutex
+	// forward starts a source's forwarder of Channel's updates; set while
+	// Run runs (nil before and after), guarded by srcMu.
+	forward func(name string, in chan podconfig.PodUpdate)
+	// senders merge the extra sources' updates (Send); written before
+	// sendReady is closed, read only after.
+	senders   map[string]func(context.Context, podconfig.PodUpdate) error
+	sendReady chan struct{}
+	secrets   *objects.Cache // nil without Config.Secrets
 	// imageGC is the image garbage collector when the runtime manages
 	// images; nil otherwise.
 	imageGC *imageGC
@@ -109,22 +119,23 @@ func New(c Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{
-		runtime: runtimestate.State{DownAfter: c.RuntimeDownAfter},
-		cfg:     c,
-		log:     c.Log,
-		pods:    podmanager.New(),
-		reasons: status.NewReasonCache(),
-		backoff: runtime.NewBackoff(c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, 0, c.Clock),
-		queue:   podworkers.NewQueue(c.Clock),
-		extra:   map[string]chan podconfig.PodUpdate{},
-		secrets: newSecretCache(&c),
+		runtime:   runtimestate.State{DownAfter: c.RuntimeDownAfter},
+		cfg:       c,
+		log:       c.Log,
+		pods:      podmanager.New(),
+		reasons:   status.NewReasonCache(),
+		backoff:   runtime.NewBackoff(c.CrashLoopBackOffInitial, c.CrashLoopBackOffMax, 0, c.Clock),
+		queue:     podworkers.NewQueue(c.Clock),
+		extra:     map[string]*extraSource{},
+		sendReady: make(chan struct{}),
+		secrets:   newSecretCache(&c),
 	}
 	a.cache = runtime.NewCacheWithOnWait(a.relistForWaiter)
 	for _, s := range c.Sources {
 		if _, dup := a.extra[s]; dup || s == "" {
 			return nil, fmt.Errorf("%w: source %q empty or repeated", ErrInvalidConfig, s)
 		}
-		a.extra[s] = make(chan podconfig.PodUpdate, 16)
+		a.extra[s] = &extraSource{}
 	}
 	if ir, ok := c.Runtime.(imageRuntime); ok {
 		a.imageGC = newImageGC(ir, c)
@@ -220,14 +231,60 @@ func New(c Config) (*Agent, error) {
 	return a, nil
 }
 
+// extraSource is one of Config.Sources: fed through Channel, whose
+// updates a goroutine of Run forwards, or through Send, which merges them
+// in the caller's goroutine.
+type extraSource struct {
+	ch        chan podconfig.PodUpdate // made by the first Channel call
+	forwarded bool                     // its forwarder has started
+}
+
 // Channel returns the input of an extra source named in Config.Sources;
 // send it PodUpdates (a first SET marks the source ready). It is nil for a
-// name not in Config.Sources. Updates sent before Run wait for it.
+// name not in Config.Sources. Updates sent before Run wait for it. A
+// goroutine of the agent forwards the channel's updates from the first
+// Channel call of the source on (from Run's start if called before);
+// Send does without it.
 func (a *Agent) Channel(source string) chan<- podconfig.PodUpdate {
-	if ch, ok := a.extra[source]; ok {
-		return ch
+	e, ok := a.extra[source]
+	if !ok {
+		return nil
 	}
-	return nil
+	a.srcMu.Lock()
+	defer a.srcMu.Unlock()
+	if e.ch == nil {
+		e.ch = make(chan podconfig.PodUpdate, 16)
+	}
+	if a.forward != nil && !e.forwarded {
+		e.forwarded = true
+		a.forward(source, e.ch)
+	}
+	return e.ch
+}
+
+// Send merges u into the pods of source, an extra source named in
+// Config.Sources, in the caller's goroutine, as Channel's forwarder
+// would: a caller with a goroutine of its own (a shared informer's
+// dispatcher, say) saves the agent one a node. It waits for Run to start,
+// returns once the update is merged (the sync loop has taken it, or its
+// queue has room) and ctx's error if ctx ends first, or an error for an
+// unknown source or once Run has ended. u.Source is set to source. Send
+// one source's updates from one goroutine at a time for their order to
+// hold; do not mix Send and Channel for one source.
+func (a *Agent) Send(ctx context.Context, source string, u podconfig.PodUpdate) error {
+	if _, ok := a.extra[source]; !ok {
+		return fmt.Errorf("agent: source %q is not in Config.Sources", source)
+	}
+	select {
+	case <-a.sendReady:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if life := a.life.Load(); (*life).Err() != nil {
+		return errors.New("agent: stopped")
+	}
+	u.Source = source
+	return a.senders[source](ctx, u)
 }
 
 // NodeName is the node the agent runs pods for (Config.NodeName).
@@ -280,6 +337,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	defer wg.Wait()
+	// Channel starts no forwarder once Run is ending (spawn's wg.Add must
+	// come before the Wait).
+	defer func() {
+		a.srcMu.Lock()
+		a.forward = nil
+		a.srcMu.Unlock()
+	}()
 
 	podCfg, err := podconfig.NewPodConfig(podconfig.Incremental, podconfig.Options{
 		Log: c.Log.WithName("podconfig"), Clock: c.Clock, Recorder: c.Recorder,
@@ -295,6 +359,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	allReady := ready.AllReady
 	a.sourcesReady.Store(&allReady)
 	a.life.Store(&inner)
+	close(a.sendReady) // Send may merge now
 
 	a.checkRuntime(inner)
 	// The runtime check and the garbage collections share a goroutine.
@@ -339,7 +404,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { cancel(); <-workersStopped }() // before wg.Wait: the order does not matter
-	spawn("prober", inner, a.prober.Run)
+	// Nor does the prober, while no probe result is to be delivered.
+	proberStopped, err := a.prober.Start(inner)
+	if err != nil {
+		cancel()
+		return err
+	}
+	defer func() { cancel(); <-proberStopped }()
 
 	a.loop, err = syncloop.New(syncloop.Config{
 		Source:        podCfg,
@@ -356,22 +427,31 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.loopRef.Store(a.loop)
-	spawn("syncloop", inner, func(ctx context.Context) error { return a.loop.Run(ctx, podCfg.Updates(), (*handler)(a)) })
-
-	<-ctx.Done()
-	select {
-	case err := <-nodeErr: // pods are left running, as after a crash
+	// The sync loop runs in Run's own goroutine, which would otherwise
+	// only wait for ctx (a goroutine less a node); what follows ctx's end
+	// runs in an AfterFunc's, and ends the loop by cancelling inner.
+	var runErr error
+	ended := make(chan struct{})
+	context.AfterFunc(ctx, func() {
+		defer close(ended)
+		select {
+		case runErr = <-nodeErr: // pods are left running, as after a crash
+			cancel()
+			return
+		default:
+		}
+		if c.TerminateOnExit {
+			tctx, tcancel := context.WithTimeout(inner, c.ShutdownTimeout)
+			a.terminateAll(tctx)
+			tcancel()
+		}
 		cancel()
-		return err
-	default:
+	})
+	if err := a.loop.Run(inner, podCfg.Updates(), (*handler)(a)); err != nil && inner.Err() == nil {
+		a.log.Error(err, "Component stopped", "component", "syncloop")
 	}
-	if c.TerminateOnExit {
-		tctx, tcancel := context.WithTimeout(inner, c.ShutdownTimeout)
-		a.terminateAll(tctx)
-		tcancel()
-	}
-	cancel()
-	return nil
+	<-ended
+	return runErr
 }
 
 // startSources starts the configured sources (only the static ones, file
@@ -409,10 +489,17 @@ func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodCo
 		ch := podCfg.Channel(inner, podutil.ApiserverSource)
 		spawn("apiserver-source", ctx, func(ctx context.Context) error { return src.Run(ctx, ch) })
 	}
-	for name, in := range a.extra {
-		// Merged in this goroutine: no listener of the pod config's
-		// besides it.
-		send := podCfg.Sender(name)
+	// Each source's updates are merged by Send in the caller's goroutine,
+	// or by a forwarder of Channel's that Channel starts (now for those
+	// called already): no goroutine for a source fed by Send.
+	a.senders = make(map[string]func(context.Context, podconfig.PodUpdate) error, len(a.extra))
+	for name := range a.extra {
+		a.senders[name] = podCfg.Sender(name)
+	}
+	a.srcMu.Lock()
+	defer a.srcMu.Unlock()
+	a.forward = func(name string, in chan podconfig.PodUpdate) {
+		send := a.senders[name]
 		spawn("source-"+name, ctx, func(ctx context.Context) error {
 			for {
 				select {
@@ -426,6 +513,12 @@ func (a *Agent) startSources(ctx, inner context.Context, podCfg *podconfig.PodCo
 				}
 			}
 		})
+	}
+	for name, e := range a.extra {
+		if e.ch != nil && !e.forwarded {
+			e.forwarded = true
+			a.forward(name, e.ch)
+		}
 	}
 	return nil
 }

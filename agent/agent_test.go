@@ -759,3 +759,54 @@ func TestPLEGEventCapacitySizesTheEventChannel(t *testing.T) {
 		})
 	}
 }
+
+func TestSendMergesWithoutAForwarder(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	a, err := New(fastConfig(rt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(context.Background(), "nope", podconfig.PodUpdate{Op: podconfig.SET}); err == nil {
+		t.Fatal("Send to a source not in Config.Sources: no error")
+	}
+	pod := newPod("web", v1.RestartPolicyAlways, "app")
+	sent := make(chan error, 1)
+	go func() {
+		sent <- a.Send(context.Background(), src, podconfig.PodUpdate{Op: podconfig.SET, Pods: []*v1.Pod{pod}})
+	}()
+	select {
+	case err := <-sent:
+		t.Fatalf("Send returned %v before Run started", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	if err := <-sent; err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	r := &running{a: a}
+	waitFor(t, "pod running", func() bool { return r.phase(pod.UID) == v1.PodRunning })
+	a.srcMu.Lock()
+	forwarded := a.extra[src].forwarded
+	a.srcMu.Unlock()
+	if forwarded {
+		t.Error("a source fed by Send got a forwarder goroutine")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(context.Background(), src, podconfig.PodUpdate{Op: podconfig.SET}); err == nil {
+		t.Error("Send after Run ended: no error")
+	}
+}
+
+func TestChannelAfterRunStartsItsForwarder(t *testing.T) {
+	rt, _ := fake.New(fake.Config{})
+	r := start(t, fastConfig(rt))
+	waitFor(t, "Run started", func() bool { return r.a.life.Load() != nil })
+	pod := newPod("web", v1.RestartPolicyAlways, "app")
+	r.set(pod) // the first Channel call, Run running
+	waitFor(t, "pod running", func() bool { return r.phase(pod.UID) == v1.PodRunning })
+}

@@ -2,7 +2,9 @@
 // the kubelet's core, built from the other packages.
 //
 // It wires podconfig (static files, a manifest URL, the apiserver, and any
-// source of the caller's) into syncloop, which dispatches to podworkers; the
+// source of the caller's, fed through Channel or, without a goroutine of
+// the agent's, Send) into syncloop, which runs in Run's goroutine and
+// dispatches to podworkers; the
 // agent implements the sync loop's Handler and the pod workers' PodSyncer:
 // admission of new pods, SyncPod (generate and set the API status, then call
 // the runtime), SyncTerminatingPod (kill with the effective grace period and

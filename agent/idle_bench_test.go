@@ -26,8 +26,8 @@ var (
 	idleProfile = flag.String("idle.heapprofile", "", "BenchmarkIdleAgents writes a heap profile of the idle agents here (inuse_space)")
 	idleGoProf  = flag.String("idle.goroutineprofile", "", "BenchmarkIdleAgents writes a goroutine profile of the idle agents here")
 	idleGCs     = flag.Int("idle.gcs", 2, "collections before BenchmarkIdleAgents reads memory (each may halve an idle goroutine's grown stack)")
-	// 128 is what examples/simnodes sets; 0 is the agent's default.
-	idleCapacity = flag.Int("idle.plegcapacity", 128, "Config.PLEGEventCapacity of BenchmarkIdleAgents' agents")
+	// 64 is what examples/simnodes sets; 0 is the agent's default.
+	idleCapacity = flag.Int("idle.plegcapacity", 64, "Config.PLEGEventCapacity of BenchmarkIdleAgents' agents")
 )
 
 // liveMemory is heap and goroutine stacks in use after two collections.
@@ -92,7 +92,10 @@ func BenchmarkIdleAgents(b *testing.B) {
 					b.Error(err)
 				}
 			})
-			a.Channel(podutil.ApiserverSource) <- podconfig.PodUpdate{Op: podconfig.SET, Source: podutil.ApiserverSource}
+			// As simnodes: Send, which needs no forwarder of the agent's.
+			if err := a.Send(ctx, podutil.ApiserverSource, podconfig.PodUpdate{Op: podconfig.SET}); err != nil {
+				b.Fatal(err)
+			}
 		}
 		for _, a := range agents {
 			<-a.Node().Registered()

@@ -23,7 +23,9 @@ import (
 var ErrInvalidConfig = errors.New("node: invalid config")
 
 // NodeClient reaches the apiserver's Nodes; client-go's CoreV1().Nodes()
-// satisfies it.
+// satisfies it. The Controller keeps a Node Get or UpdateStatus returns
+// read-only (it builds a new one to change it), so a client may answer
+// from a shared cache (an informer's) without a copy.
 type NodeClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error)
 	Create(ctx context.Context, node *v1.Node, opts metav1.CreateOptions) (*v1.Node, error)

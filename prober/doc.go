@@ -4,8 +4,11 @@
 // It sits beside the sync loop: the agent hands it pods (AddPod, RemovePod,
 // CleanupPods), it reads their statuses from the status manager
 // (StatusProvider) and reports verdicts in a results cache and on an
-// updates stream (Updates), or to a func called in Run's goroutine
-// (Config.OnUpdate, which the agent uses). The agent turns readiness and startup verdicts
+// updates stream (Updates), or to a func called in the results' pump
+// (Config.OnUpdate, which the agent uses). The pump is a goroutine that
+// runs only while changes are pending; Start (which the agent uses) is
+// Run without the wait, so an agent without probes holds no prober
+// goroutine. The agent turns readiness and startup verdicts
 // into the status manager's container readiness and Started, and liveness
 // or startup failures into container restarts; status generation asks
 // Started and Ready for containers with probes.

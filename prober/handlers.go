@@ -66,7 +66,7 @@ func (m *Manager) newHTTPRequest(ctx context.Context, g *v1.HTTPGetAction, c *v1
 // succeeds with a warning, anything else fails; connection errors and
 // timeouts fail. Redirects are followed only to the same host, at most 10.
 func (m *Manager) httpProbe(req *http.Request, timeout time.Duration) (outcome, string, error) {
-	client := &http.Client{Timeout: timeout, Transport: m.transport, CheckRedirect: httpget.SameHostRedirects}
+	client := &http.Client{Timeout: timeout, Transport: m.transport(), CheckRedirect: httpget.SameHostRedirects}
 	res, err := client.Do(req)
 	if err != nil {
 		// net/http dials apart from the request: a dial the probe gave up

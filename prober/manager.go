@@ -78,7 +78,8 @@ type Config struct {
 	// kubelet serves on /metrics/probes. nil: no metrics.
 	Registerer prometheus.Registerer
 	// OnUpdate, if set, is called with every change of a probe result in
-	// Run's goroutine, in place of the Updates stream (which then stays
+	// the results' pump (one goroutine at a time, running while changes
+	// are pending), in place of the Updates stream (which then stays
 	// silent): a consumer that would only read the stream saves a
 	// goroutine of its own. Changes coalesce while it runs, as while a
 	// reader of the stream is away.
@@ -92,7 +93,7 @@ type Manager struct {
 	status    StatusProvider
 	runner    runtime.CommandRunner
 	recorder  EventRecorder
-	transport http.RoundTripper
+	transport func() http.RoundTripper
 	dial      func(ctx context.Context, network, address string) (net.Conn, error) // nil: the host's
 	userAgent string
 	clock     clock.WithTicker
@@ -113,6 +114,11 @@ type Manager struct {
 	started time.Time
 	wg      sync.WaitGroup
 	ran     bool
+
+	// pumpMu guards the pump's start and end (kick, pump).
+	pumpMu  sync.Mutex
+	pumpCtx context.Context // Start's; nil before
+	pumping bool
 }
 
 type workerKey struct {
@@ -132,12 +138,16 @@ func New(c Config) (*Manager, error) {
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = 256
 	}
+	transport := func() http.RoundTripper { return c.Transport }
 	if c.Transport == nil {
 		dial := c.Dial
 		if dial == nil {
 			dial = probeDialer(0).DialContext
 		}
-		c.Transport = newTransport(dial)
+		// Built at the first HTTP probe: most pods have none, and an
+		// http.Transport is ~1 KiB on each of a simulator's thousand
+		// agents.
+		transport = sync.OnceValue(func() http.RoundTripper { return newTransport(dial) })
 	}
 	if c.UserAgent == "" {
 		c.UserAgent = DefaultUserAgent
@@ -155,32 +165,51 @@ func New(c Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{
+	res := newResults()
+	m := &Manager{
 		metrics:   met,
 		status:    c.Status,
 		runner:    c.Runner,
 		recorder:  c.Recorder,
-		transport: c.Transport,
+		transport: transport,
 		dial:      c.Dial,
 		userAgent: c.UserAgent,
 		clock:     c.Clock,
 		jitter:    c.Jitter,
 		log:       c.Log,
-		results:   newResults(),
+		results:   res,
 		updates:   make(chan Update),
 		onUpdate:  c.OnUpdate,
 		sem:       make(chan struct{}, c.MaxConcurrent),
 		workers:   map[workerKey]*worker{},
-	}, nil
+	}
+	res.onQueued = m.kick
+	return m, nil
 }
 
 // Run runs the workers until ctx ends and returns once they all have
-// stopped. Workers of pods added before Run start with it. Call it once.
+// stopped. Workers of pods added before Run start with it. Call it (or
+// Start) once.
 func (m *Manager) Run(ctx context.Context) error {
+	stopped, err := m.Start(ctx)
+	if err != nil {
+		return err
+	}
+	<-stopped
+	return nil
+}
+
+// Start is Run without the wait: it starts the workers and returns at
+// once; stopped is closed once ctx has ended and every goroutine of the
+// Manager has ended with it. No goroutine waits for ctx meanwhile, and
+// the results are delivered by a goroutine that runs only while changes
+// are pending (an agent without probes has none), as the pod workers'
+// Start.
+func (m *Manager) Start(ctx context.Context) (stopped <-chan struct{}, err error) {
 	m.mu.Lock()
 	if m.ran {
 		m.mu.Unlock()
-		return errors.New("prober: Run called twice")
+		return nil, errors.New("prober: Run called twice")
 	}
 	m.ran = true
 	m.ctx = ctx
@@ -189,22 +218,56 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.startLocked(w)
 	}
 	m.mu.Unlock()
-
-	m.pump(ctx)
-	m.wg.Wait()
-	return nil
+	m.pumpMu.Lock()
+	m.pumpCtx = ctx
+	m.pumpMu.Unlock()
+	m.kick() // changes made before Start
+	done := make(chan struct{})
+	context.AfterFunc(ctx, func() {
+		// AddPod and kick start no goroutine once ctx has ended: taking
+		// their locks orders their wg.Add before the Wait.
+		m.mu.Lock()
+		m.mu.Unlock()
+		m.pumpMu.Lock()
+		m.pumpMu.Unlock()
+		m.wg.Wait()
+		close(done)
+	})
+	return done, nil
 }
 
-// pump delivers the results' changes on the updates stream.
+// kick starts the pump unless it runs, Start has not run or ctx has
+// ended; the results call it after queueing a change.
+func (m *Manager) kick() {
+	m.pumpMu.Lock()
+	defer m.pumpMu.Unlock()
+	if m.pumping || m.pumpCtx == nil || m.pumpCtx.Err() != nil || m.results.empty() {
+		return
+	}
+	m.pumping = true
+	m.wg.Add(1)
+	go m.pump(m.pumpCtx)
+}
+
+// pump delivers the results' changes (to OnUpdate or the updates stream)
+// until none is pending, then ends; kick starts it again.
 func (m *Manager) pump(ctx context.Context) {
+	defer m.wg.Done()
 	var buf []Update
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.results.signal:
-		}
 		buf = m.results.take(buf)
+		if len(buf) == 0 {
+			// A change queued after the check finds pumping false and
+			// starts another pump; one queued before is taken here.
+			m.pumpMu.Lock()
+			if m.results.empty() {
+				m.pumping = false
+				m.pumpMu.Unlock()
+				return
+			}
+			m.pumpMu.Unlock()
+			continue
+		}
 		for _, u := range buf {
 			if m.onUpdate != nil {
 				if ctx.Err() != nil {

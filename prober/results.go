@@ -79,14 +79,14 @@ type results struct {
 	// pending are the undelivered changes, in order; queued indexes them.
 	pending []Update
 	queued  map[resultKey]int
-	signal  chan struct{}
+	// onQueued is called, without mu, after set queued a change.
+	onQueued func()
 }
 
 func newResults() *results {
 	return &results{
 		current: map[resultKey]Result{},
 		queued:  map[resultKey]int{},
-		signal:  make(chan struct{}, 1),
 	}
 }
 
@@ -101,22 +101,30 @@ func (r *results) get(t ProbeType, id runtime.ContainerID) (Result, bool) {
 func (r *results) set(t ProbeType, id runtime.ContainerID, pod types.UID, res Result) {
 	k := resultKey{t, id}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if old, ok := r.current[k]; ok && old == res {
+		r.mu.Unlock()
 		return
 	}
 	r.current[k] = res
 	u := Update{Type: t, ContainerID: id, PodUID: pod, Result: res}
 	if i, ok := r.queued[k]; ok {
 		r.pending[i] = u
+		r.mu.Unlock()
 		return
 	}
 	r.queued[k] = len(r.pending)
 	r.pending = append(r.pending, u)
-	select {
-	case r.signal <- struct{}{}:
-	default:
+	r.mu.Unlock()
+	if r.onQueued != nil {
+		r.onQueued()
 	}
+}
+
+// empty reports whether no change is pending.
+func (r *results) empty() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending) == 0
 }
 
 // init records res as the first result of a new container instance

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -38,14 +39,32 @@ type dispatcher struct {
 	wg      sync.WaitGroup
 }
 
+// sendFunc hands a node's agent an update and returns once it has taken
+// it (agent.Agent's Send for the apiserver source: merged in the feeder's
+// goroutine, without a forwarder of the agent's per node), or ctx's error.
+type sendFunc func(ctx context.Context, u podconfig.PodUpdate) error
+
 // newDispatcher feeds the nodes of outs until ctx ends; run waits for
 // its goroutines.
-func newDispatcher(ctx context.Context, indexer cache.Indexer, outs map[string]chan<- podconfig.PodUpdate) *dispatcher {
+func newDispatcher(ctx context.Context, indexer cache.Indexer, outs map[string]sendFunc) *dispatcher {
 	d := &dispatcher{ctx: ctx, indexer: indexer, feeders: make(map[string]*feeder, len(outs))}
-	for name, out := range outs {
-		d.feeders[name] = &feeder{d: d, out: out}
+	for name, send := range outs {
+		d.feeders[name] = &feeder{d: d, send: send}
 	}
 	return d
+}
+
+// forAgent is what a node's agent gets of an informer's pod: a Pod and
+// annotations of its own (its pod config marks the pod's source there),
+// the rest shared with the informer's cache. The cache replaces an
+// object on update and never changes one, and the agent keeps its pods
+// read-only (podconfig's contract), so sharing is safe; a deep copy held
+// every pod's spec and status twice (9.5 MB of 1,000 nodes' live heap in
+// a rollout of 2,000 pods).
+func forAgent(p *v1.Pod) *v1.Pod {
+	cp := *p
+	cp.Annotations = maps.Clone(p.Annotations)
+	return &cp
 }
 
 // handler is the informer's event handler. Events of a node not started
@@ -70,9 +89,7 @@ func (d *dispatcher) push(op podconfig.PodOperation, obj any) {
 		return
 	}
 	if f := d.feeders[p.Spec.NodeName]; f != nil {
-		// The agent's pod config marks pods with their source: each gets
-		// a copy, not the informer's object.
-		f.push(podconfig.PodUpdate{Op: op, Pods: []*v1.Pod{p.DeepCopy()}})
+		f.push(podconfig.PodUpdate{Op: op, Pods: []*v1.Pod{forAgent(p)}})
 	}
 }
 
@@ -90,7 +107,7 @@ func (d *dispatcher) start(node string) {
 	pods := make([]*v1.Pod, 0, len(objs))
 	for _, o := range objs {
 		if p, ok := o.(*v1.Pod); ok {
-			pods = append(pods, p.DeepCopy())
+			pods = append(pods, forAgent(p))
 		}
 	}
 	f.started, f.queue = true, []podconfig.PodUpdate{{Op: podconfig.SET, Pods: pods}}
@@ -108,8 +125,8 @@ func (d *dispatcher) run() {
 }
 
 type feeder struct {
-	d   *dispatcher
-	out chan<- podconfig.PodUpdate
+	d    *dispatcher
+	send sendFunc
 
 	mu      sync.Mutex
 	started bool
@@ -158,10 +175,8 @@ func (f *feeder) feed() {
 		}
 		f.mu.Unlock()
 		for _, u := range q {
-			select {
-			case f.out <- u:
-			case <-f.d.ctx.Done():
-				return // running stays true: nothing starts another
+			if f.send(f.d.ctx, u) != nil {
+				return // ctx ended (or the agent): running stays true, nothing starts another
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -52,7 +53,7 @@ type Config struct {
 // Runner runs lifecycle handlers. It is safe for concurrent use.
 type Runner struct {
 	cfg    Config
-	client *http.Client
+	client func() *http.Client
 }
 
 // New returns a Runner over c.
@@ -67,13 +68,17 @@ func New(c Config) *Runner {
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
-	tr := &http.Transport{
-		DialContext: dial,
-		// The kubelet's lifecycle client does not verify certificates.
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as the kubelet's
-		DisableKeepAlives: true,
-	}
-	client := &http.Client{Transport: tr, CheckRedirect: httpget.SameHostRedirects}
+	// Built at the first HTTP hook: most pods have none, and an
+	// http.Transport is ~1 KiB on each of a simulator's thousand agents.
+	client := sync.OnceValue(func() *http.Client {
+		tr := &http.Transport{
+			DialContext: dial,
+			// The kubelet's lifecycle client does not verify certificates.
+			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as the kubelet's
+			DisableKeepAlives: true,
+		}
+		return &http.Client{Transport: tr, CheckRedirect: httpget.SameHostRedirects}
+	})
 	return &Runner{cfg: c, client: client}
 }
 
@@ -207,7 +212,7 @@ func (r *Runner) runHTTP(ctx context.Context, pod *v1.Pod, c *v1.Container, g *v
 	if err != nil {
 		return err
 	}
-	resp, err := r.client.Do(req)
+	resp, err := r.client().Do(req)
 	discard(resp)
 	if !plainHTTPAnswer(err) {
 		return err
@@ -216,7 +221,7 @@ func (r *Runner) runHTTP(ctx context.Context, pod *v1.Pod, c *v1.Container, g *v
 	retry := req.Clone(ctx)
 	retry.URL.Scheme = "http"
 	retry.Header.Del("Authorization")
-	resp, rerr := r.client.Do(retry)
+	resp, rerr := r.client().Do(retry)
 	discard(resp)
 	if rerr != nil {
 		return err
