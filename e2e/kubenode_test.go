@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,6 +52,14 @@ type kubenode struct {
 
 func startKubenode(t *testing.T, bin string, args ...string) *kubenode {
 	t.Helper()
+	// No node-pressure eviction unless a test asks for it: these nodes
+	// run on the test machine's own disk and memory, and the kubelet's
+	// default thresholds (imagefs.available<15%, say) would refuse every
+	// pod on a runner whose disk other work filled, failing tests that
+	// are not about eviction (TestEvictionUnder* in the agent are).
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-eviction-hard") }) {
+		args = append([]string{"-eviction-hard="}, args...)
+	}
 	k := &kubenode{cmd: exec.Command(bin, args...), stderr: &testenv.Buffer{}, done: make(chan struct{})}
 	k.cmd.Stderr = k.stderr
 	if err := k.cmd.Start(); err != nil {
