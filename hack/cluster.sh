@@ -344,7 +344,8 @@ start_nodekit() {
 		-cgroups-per-qos -cgroup-driver cgroupfs -cgroup-root "$CG_ROOT_NODEKIT" \
 		-address 0.0.0.0 -port "$NODE_PORT" -healthz-port "$NODE_HEALTHZ_PORT" \
 		-tls-cert-file "$RUN/certs/node.crt" -tls-private-key-file "$RUN/certs/node.key" \
-		-client-ca-file "$RUN/certs/ca.crt"
+		-client-ca-file "$RUN/certs/ca.crt" \
+		-eviction-hard "memory.available<1Mi,nodefs.available<1%,imagefs.available<1%"
 }
 
 start_kubelet() {
