@@ -110,6 +110,35 @@ func (h *harness) waitTimer() {
 	require.Eventually(h.t, h.clock.HasWaiters, waitTimeout, time.Millisecond)
 }
 
+// noCall fails the test if the source made a call: it is expected to
+// wait on the clock.
+func (h *harness) noCall(why string) {
+	h.t.Helper()
+	select {
+	case c := <-h.client.Notify():
+		h.t.Fatalf("%s: %v", why, c.Verb)
+	default:
+	}
+}
+
+// watching starts a source on a list at resourceVersion "10" with n fake
+// watchers queued, and waits until its first watch is open.
+func watching(t *testing.T, n int) (*harness, *podconfigtest.PodClient, []*watch.FakeWatcher) {
+	t.Helper()
+	client := podconfigtest.NewPodClient(10)
+	client.SetList(list("10"))
+	ws := make([]*watch.FakeWatcher, n)
+	for i := range ws {
+		ws[i] = watch.NewFake()
+		client.AddWatcher(ws[i])
+	}
+	h := start(t, client)
+	h.call("list")
+	h.next()
+	h.call("watch")
+	return h, client, ws
+}
+
 func names(u podconfig.PodUpdate) []string {
 	var n []string
 	for _, p := range u.Pods {
@@ -242,15 +271,8 @@ func TestFilterKeepsPodsOut(t *testing.T) {
 }
 
 func TestClosedWatchResumesFromLastResourceVersion(t *testing.T) {
-	client := podconfigtest.NewPodClient(10)
-	client.SetList(list("10"))
-	w1, w2 := watch.NewFake(), watch.NewFake()
-	client.AddWatcher(w1)
-	client.AddWatcher(w2)
-	h := start(t, client)
-	h.call("list")
-	h.next()
-	h.call("watch")
+	h, client, ws := watching(t, 2)
+	w1, w2 := ws[0], ws[1]
 
 	go w1.Add(pod("a", "11", "i"))
 	h.next()
@@ -358,20 +380,12 @@ func TestFailedCallsBackOffOnTheClock(t *testing.T) {
 	h.call("list") // fails; back off 1s
 	h.waitTimer()
 	h.clock.Step(999 * time.Millisecond)
-	select {
-	case c := <-client.Notify():
-		t.Fatalf("retried before the back-off passed: %v", c.Verb)
-	default:
-	}
+	h.noCall("retried before the back-off passed")
 	h.clock.Step(time.Millisecond)
 	h.call("list") // fails again; back off 2s
 	h.waitTimer()
 	h.clock.Step(time.Second)
-	select {
-	case c := <-client.Notify():
-		t.Fatalf("back-off did not double: %v", c.Verb)
-	default:
-	}
+	h.noCall("back-off did not double")
 	h.clock.Step(time.Second)
 	h.call("list")
 	assert.Equal(t, []string{"a"}, names(h.next()))
@@ -398,15 +412,8 @@ func TestWatchErrorsBackOffAndResume(t *testing.T) {
 }
 
 func TestNonExpiredErrorEventReconnectsFromLastVersion(t *testing.T) {
-	client := podconfigtest.NewPodClient(10)
-	client.SetList(list("10"))
-	w1, w2 := watch.NewFake(), watch.NewFake()
-	client.AddWatcher(w1)
-	client.AddWatcher(w2)
-	h := start(t, client)
-	h.call("list")
-	h.next()
-	h.call("watch")
+	h, _, ws := watching(t, 2)
+	w1 := ws[0]
 	go func() {
 		w1.Add(pod("a", "11", "i"))
 		w1.Error(&apierrors.NewInternalError(errors.New("boom")).ErrStatus)
@@ -438,38 +445,19 @@ func TestRunReturnsWhenContextEndsWhileBlocked(t *testing.T) {
 }
 
 func TestWatchClosedWithoutEventsBacksOff(t *testing.T) {
-	client := podconfigtest.NewPodClient(10)
-	client.SetList(list("10"))
-	w1, w2 := watch.NewFake(), watch.NewFake()
-	client.AddWatcher(w1)
-	client.AddWatcher(w2)
-	h := start(t, client)
-	h.call("list")
-	h.next()
-	h.call("watch")
+	h, _, ws := watching(t, 2)
+	w1 := ws[0]
 	w1.Stop() // closed at once, nothing delivered
 	h.waitTimer()
-	select {
-	case c := <-client.Notify():
-		t.Fatalf("resumed without backing off: %v", c.Verb)
-	default:
-	}
+	h.noCall("resumed without backing off")
 	h.clock.Step(time.Second)
 	c := h.call("watch")
 	assert.Equal(t, "10", c.Options.ResourceVersion)
 }
 
 func TestWatchClosedEmptyAfterOneThatDeliveredResumesAtOnce(t *testing.T) {
-	client := podconfigtest.NewPodClient(10)
-	client.SetList(list("10"))
-	w1, w2, w3, w4 := watch.NewFake(), watch.NewFake(), watch.NewFake(), watch.NewFake()
-	for _, w := range []*watch.FakeWatcher{w1, w2, w3, w4} {
-		client.AddWatcher(w)
-	}
-	h := start(t, client)
-	h.call("list")
-	h.next()
-	h.call("watch")
+	h, _, ws := watching(t, 4)
+	w1, w2, w3 := ws[0], ws[1], ws[2]
 	go w1.Add(pod("a", "11", "i"))
 	h.next()
 	w1.Stop() // the apiserver closed a watcher that fell behind
@@ -482,11 +470,7 @@ func TestWatchClosedEmptyAfterOneThatDeliveredResumesAtOnce(t *testing.T) {
 
 	w3.Stop() // empty twice in a row: back off
 	h.waitTimer()
-	select {
-	case c := <-client.Notify():
-		t.Fatalf("resumed a second empty watch without backing off: %v", c.Verb)
-	default:
-	}
+	h.noCall("resumed a second empty watch without backing off")
 	h.clock.Step(time.Second)
 	c = h.call("watch")
 	assert.Equal(t, "11", c.Options.ResourceVersion)
@@ -496,24 +480,13 @@ func TestWatchClosedEmptyAfterOneThatDeliveredResumesAtOnce(t *testing.T) {
 // no progress: a server that sends only that and closes, again and again,
 // is backed off from, not resumed at once in a loop.
 func TestWatchWithOnlyARepeatedBookmarkBacksOff(t *testing.T) {
-	client := podconfigtest.NewPodClient(10)
-	client.SetList(list("10"))
-	w1, w2 := watch.NewFake(), watch.NewFake()
-	client.AddWatcher(w1)
-	client.AddWatcher(w2)
-	h := start(t, client)
-	h.call("list")
-	h.next()
-	h.call("watch")
+	h, _, ws := watching(t, 2)
+	w1 := ws[0]
 	bookmark := &v1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "10"}}
 	w1.Action(watch.Bookmark, bookmark)
 	w1.Stop()
 	h.waitTimer()
-	select {
-	case c := <-client.Notify():
-		t.Fatalf("resumed after a watch that made no progress without backing off: %v", c.Verb)
-	default:
-	}
+	h.noCall("resumed after a watch that made no progress without backing off")
 	h.clock.Step(time.Second)
 	c := h.call("watch")
 	assert.Equal(t, "10", c.Options.ResourceVersion)
