@@ -12,7 +12,9 @@
 // Nodes are named and sharded deterministically: -nodes N names
 // <prefix>0000 ... <prefix>N-1 (zero-padded to N's width) and -shard i/n
 // runs the i-th of n contiguous blocks of them, so n processes with the
-// same flags and i = 0..n-1 run each node once. Node k gets the k-th
+// same flags and i = 0..n-1 run each node once; -processes n starts those
+// n processes of this program on one machine and passes a signal on to
+// them (a shard that fails stops the others). Node k gets the k-th
 // -node-cidr-size block of -pod-cidr as its spec.podCIDR (its pods' IPs
 // come from it) and the k-th host address of -node-ip-cidr as its
 // InternalIP, so the shards' nodes never overlap.

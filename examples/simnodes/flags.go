@@ -30,6 +30,7 @@ type options struct {
 	kubeconfig   string
 	nodes        int
 	shard, total int
+	processes    int
 	prefix       string
 	podCIDR      netip.Prefix
 	nodeCIDRSize int
@@ -74,6 +75,7 @@ Flags:
 	fs.StringVar(&o.kubeconfig, "kubeconfig", def, "kubeconfig of the cluster (default $KUBECONFIG, else ~/.kube/config)")
 	fs.IntVar(&o.nodes, "nodes", 10, "nodes in all shards together")
 	fs.StringVar(&shard, "shard", "0/1", "`i/n`: run the i-th (from 0) of n equal blocks of the nodes")
+	fs.IntVar(&o.processes, "processes", 1, "run the nodes as this many processes of this program, shard i/n each, and wait for them (SIGINT or SIGTERM is passed on); not with -shard")
 	fs.StringVar(&o.prefix, "name-prefix", "simnode-", "node names are this prefix and the node's number")
 	fs.StringVar(&podCIDR, "pod-cidr", "10.128.0.0/9", "IPv4 range the nodes' pod CIDRs are cut from; empty: no spec.podCIDR, pod IPs 10.x.y.z per node")
 	fs.IntVar(&o.nodeCIDRSize, "node-cidr-size", 24, "prefix length of each node's pod CIDR")
@@ -117,6 +119,12 @@ Flags:
 	}
 	if o.nodes < 1 {
 		return nil, bad("-nodes must be at least 1, got %d", o.nodes)
+	}
+	if o.processes < 1 || o.processes > o.nodes {
+		return nil, bad("-processes %d: want 1 to -nodes %d", o.processes, o.nodes)
+	}
+	if o.processes > 1 && o.total > 1 {
+		return nil, bad("-processes %d with -shard %s: a process runs one shard", o.processes, shard)
 	}
 	if o.total > o.nodes {
 		return nil, bad("-shard %s: more shards than -nodes %d", shard, o.nodes)

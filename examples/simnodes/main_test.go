@@ -18,7 +18,15 @@ var servers struct {
 	err  error
 }
 
+// childEnv makes this test binary run as simnodes itself: the processes
+// -processes starts are copies of the running executable.
+const childEnv = "NODEKIT_SIMNODES_TEST_CHILD"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		main() // exits on an error
+		os.Exit(0)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	servers.bins, servers.err = cluster.FindBinaries(ctx, "../../e2e/hack/servers.sh", os.Stderr)
 	cancel()

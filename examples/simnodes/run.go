@@ -45,6 +45,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.processes > 1 {
+		return runProcesses(ctx, args, o.processes, stderr)
+	}
 	log := exlog.New(stderr, o.verbosity)
 	if o.gcPercent > 0 {
 		debug.SetGCPercent(o.gcPercent)

@@ -79,6 +79,7 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"-pod-cidr", "10.0.0.0/24", "-nodes", "2"}, {"-pod-cidr", "fd00::/8"}, {"-node-cidr-size", "31"},
 		{"-node-ip-cidr", "10.0.0.0/30", "-nodes", "3"}, {"-node-labels", "novalue"}, {"-cpu", "-1"}, {"-qps", "0"},
 		{"-pleg-event-capacity", "0"}, {"-gc-percent", "-1"}, {"-memory-limit", "-1"}, {"-first-status-delay", "-1s"},
+		{"-processes", "0"}, {"-nodes", "2", "-processes", "3"}, {"-nodes", "4", "-processes", "2", "-shard", "1/2"},
 		{"-pprof-addr", "6060"}, {"-max-in-flight", "0"},
 		{"extra"},
 	} {
