@@ -1053,6 +1053,8 @@ func TestUpdateKnownStatus(t *testing.T) {
 				assert.Equal(t, "two", p.Status.Message)
 				assert.Equal(t, map[string]string{"example.com/a": "b"}, p.Annotations, "the agent's annotations are not stored, the pod's kept")
 				assert.Equal(t, map[string]string{"app": "web"}, p.Labels, "the pod's labels are kept")
+				assert.Equal(t, []string{"batch.kubernetes.io/job-tracking"}, p.Finalizers, "the pod's finalizers are kept")
+				assert.Equal(t, "p-", p.GenerateName, "the pod's generateName is kept")
 			}},
 		{name: "another writer's change: conflict, read, patch; its condition stays", update: true, first: message("one"), next: message("two"),
 			before: func(f *statustest.Fake) {
@@ -1081,6 +1083,7 @@ func TestUpdateKnownStatus(t *testing.T) {
 			orig := testPod("p", "uid1")
 			orig.Annotations = map[string]string{"example.com/a": "b"}
 			orig.Labels = map[string]string{"app": "web"}
+			orig.Finalizers, orig.GenerateName = []string{"batch.kubernetes.io/job-tracking"}, "p-"
 			f := statustest.New(orig)
 			// The agent's copy: as the watch delivered it, with podconfig's
 			// annotations.

@@ -322,18 +322,20 @@ func (m *Manager) setAPIPod(uid types.UID, api *v1.Pod) {
 }
 
 // apiPodOf is the part of the apiserver's pod that knownAPIPod's callers
-// read: its identity, resourceVersion, deletionTimestamp, labels and
-// annotations (an update of pods/status takes them from its body: dropped
-// here, the next update would clear them) and status. A patch's answer is
-// the whole pod, spec and managedFields included, and kept whole it was one
-// more full copy of every running pod beside the source's and the pod
-// manager's (some 5 KiB a pod). The maps are shared, never written.
+// read: its metadata and status. An update of pods/status takes every
+// metadata field but ownerReferences and deletionTimestamp from its body
+// (labels, annotations, finalizers: dropped here, the next update would
+// clear them, a Job pod's tracking finalizer among them). A patch's answer
+// is the whole pod, spec and managedFields included, and kept whole it was
+// one more full copy of every running pod beside the source's and the pod
+// manager's (some 5 KiB a pod): spec and managedFields are left out. The
+// metadata's maps and slices are shared, never written.
 func apiPodOf(p *v1.Pod) *v1.Pod {
+	meta := p.ObjectMeta
+	meta.ManagedFields = nil
 	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
-			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp,
-			Labels: p.Labels, Annotations: p.Annotations},
-		Status: *p.Status.DeepCopy(), // p may be the source's, read elsewhere
+		ObjectMeta: meta,
+		Status:     *p.Status.DeepCopy(), // p may be the source's, read elsewhere
 	}
 }
 

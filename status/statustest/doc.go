@@ -28,8 +28,11 @@
 //     replaced. metadata.uid in the patch is checked as a precondition and a
 //     mismatch answers Conflict, as the apiserver does.
 //   - UpdateStatus needs the stored pod's resourceVersion (a mismatch
-//     answers Conflict) and takes the status, labels and annotations from
-//     the pod it is given, nothing else; nothing is defaulted or validated.
+//     answers Conflict) and takes the status, labels, annotations,
+//     finalizers and generateName from the pod it is given (as the
+//     apiserver, which keeps only spec, ownerReferences and
+//     deletionTimestamp of the stored pod); nothing is defaulted or
+//     validated.
 //   - Create assigns a UID ("fake-uid-N") and resourceVersion, sets phase
 //     Pending and keeps the rest of the status empty; nothing is defaulted or
 //     validated, and no admission (for example NodeRestriction) runs.

@@ -320,10 +320,13 @@ func (f *Fake) updateStatusLocked(ns string, pod *v1.Pod) (*v1.Pod, error) {
 		return nil, apierrors.NewConflict(v1.Resource("pods"), pod.Name,
 			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
+	// As the apiserver's pod status strategy: the body's metadata and
+	// status, the stored spec, ownerReferences and deletionTimestamp (and
+	// the system fields: identity, creation, generation).
+	in := pod.DeepCopy()
 	np := p.DeepCopy()
-	np.Labels = pod.DeepCopy().Labels
-	np.Annotations = pod.DeepCopy().Annotations
-	np.Status = *pod.Status.DeepCopy()
+	np.Labels, np.Annotations, np.Finalizers, np.GenerateName = in.Labels, in.Annotations, in.Finalizers, in.GenerateName
+	np.Status = in.Status
 	f.nextRV++
 	np.ResourceVersion = strconv.Itoa(f.nextRV)
 	f.pods[key{ns, pod.Name}] = np
