@@ -11,31 +11,21 @@ import (
 	"github.com/nodekit/nodekit/podutil"
 )
 
-// statusPatch builds the strategic-merge patch of the status subresource
-// that turns api into status, in the fields the agent owns, with the pod's
-// UID as precondition (as the kubelet's PatchPodStatus). changed is false
-// when there is nothing to send. Conditions are patched one by one (merge
-// key "type"), so that conditions others add meanwhile survive; pod and host
-// IPs are replaced as a whole; other lists are atomic in the API anyway.
-func statusPatch(uid types.UID, api, status *v1.PodStatus) (patch []byte, changed bool, err error) {
-	fields := statusChanges(api, status)
-	if len(fields) == 0 {
-		return nil, false, nil
-	}
-	return marshalPatch(uid, fields)
-}
-
-// marshalPatch is the patch of fields (statusChanges).
-func marshalPatch(uid types.UID, fields map[string]any) (patch []byte, changed bool, err error) {
-	patch, err = json.Marshal(map[string]any{
+// marshalPatch is the strategic-merge patch of the status subresource
+// that sets fields (statusChanges), with the pod's UID as precondition (as
+// the kubelet's PatchPodStatus).
+func marshalPatch(uid types.UID, fields map[string]any) ([]byte, error) {
+	return json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": uid},
 		"status":   fields,
 	})
-	return patch, err == nil, err
 }
 
-// statusChanges is the status part of statusPatch, nil when nothing
-// changes.
+// statusChanges is what a patch must set to turn api into status, in the
+// fields the agent owns; nil when nothing changes. Conditions are patched
+// one by one (merge key "type"), so that conditions others add meanwhile
+// survive; pod and host IPs are replaced as a whole; other lists are
+// atomic in the API anyway.
 func statusChanges(api, status *v1.PodStatus) map[string]any {
 	var fields map[string]any
 	set := func(name string, differ bool, v any, empty bool) {
@@ -68,13 +58,11 @@ func statusChanges(api, status *v1.PodStatus) map[string]any {
 	set("containerStatuses", !eq(api.ContainerStatuses, status.ContainerStatuses), status.ContainerStatuses, len(status.ContainerStatuses) == 0)
 	set("initContainerStatuses", !eq(api.InitContainerStatuses, status.InitContainerStatuses), status.InitContainerStatuses, len(status.InitContainerStatuses) == 0)
 	set("ephemeralContainerStatuses", !eq(api.EphemeralContainerStatuses, status.EphemeralContainerStatuses), status.EphemeralContainerStatuses, len(status.EphemeralContainerStatuses) == 0)
-	// A status with a single IP and no list (a provider's, as
-	// virtual-kubelet's mock sets) has in the apiserver the list of that IP:
-	// its conversion fills one from the other. That list is no change.
-	if !eq(api.PodIPs, status.PodIPs) && !(len(status.PodIPs) == 0 && singleIP(len(api.PodIPs), func(i int) string { return api.PodIPs[i].IP }, status.PodIP)) {
+	podIPsKept, hostIPsKept := derivedIPLists(api, status)
+	if !eq(api.PodIPs, status.PodIPs) && !podIPsKept {
 		set("podIPs", true, replaceList(status.PodIPs), false)
 	}
-	if !eq(api.HostIPs, status.HostIPs) && !(len(status.HostIPs) == 0 && singleIP(len(api.HostIPs), func(i int) string { return api.HostIPs[i].IP }, status.HostIP)) {
+	if !eq(api.HostIPs, status.HostIPs) && !hostIPsKept {
 		set("hostIPs", true, replaceList(status.HostIPs), false)
 	}
 
@@ -97,9 +85,20 @@ func statusChanges(api, status *v1.PodStatus) map[string]any {
 	return fields
 }
 
-// updatedStatus is the status the apiserver makes of api with statusPatch's
-// patch to status: what an update (Config.UpdateKnownStatus) sends in its
-// place. The fields the patch leaves alone (those others own, such as
+// derivedIPLists reports whether api's podIPs and hostIPs are lists the
+// apiserver derived from status's single IP: a status with a single IP and
+// no list (a provider's, as virtual-kubelet's mock sets) has in the
+// apiserver the list of that IP, its conversion filling one from the
+// other. Such a list is no change and stays.
+func derivedIPLists(api, status *v1.PodStatus) (pod, host bool) {
+	pod = len(status.PodIPs) == 0 && singleIP(len(api.PodIPs), func(i int) string { return api.PodIPs[i].IP }, status.PodIP)
+	host = len(status.HostIPs) == 0 && singleIP(len(api.HostIPs), func(i int) string { return api.HostIPs[i].IP }, status.HostIP)
+	return pod, host
+}
+
+// updatedStatus is the status the apiserver makes of api with the patch
+// statusChanges(api, status) gives: what an update
+// (Config.UpdateKnownStatus) sends in its place. The fields the patch leaves alone (those others own, such as
 // nominatedNodeName or resourceClaimStatuses) keep api's values; conditions
 // are merged by type as the patch's are, a changed one in its place and a
 // new one at the end.
@@ -113,10 +112,11 @@ func updatedStatus(api, status *v1.PodStatus) v1.PodStatus {
 	out.ContainerStatuses = status.ContainerStatuses
 	out.InitContainerStatuses = status.InitContainerStatuses
 	out.EphemeralContainerStatuses = status.EphemeralContainerStatuses
-	if !(len(status.PodIPs) == 0 && singleIP(len(api.PodIPs), func(i int) string { return api.PodIPs[i].IP }, status.PodIP)) {
+	podIPsKept, hostIPsKept := derivedIPLists(api, status)
+	if !podIPsKept {
 		out.PodIPs = status.PodIPs
 	}
-	if !(len(status.HostIPs) == 0 && singleIP(len(api.HostIPs), func(i int) string { return api.HostIPs[i].IP }, status.HostIP)) {
+	if !hostIPsKept {
 		out.HostIPs = status.HostIPs
 	}
 	conds := make([]v1.PodCondition, 0, len(api.Conditions)+len(status.Conditions))

@@ -7,7 +7,20 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
+
+// statusPatch is the patch the manager sends to turn api into status
+// (statusChanges, marshalPatch); changed is false when there is nothing
+// to send.
+func statusPatch(uid types.UID, api, status *v1.PodStatus) (patch []byte, changed bool, err error) {
+	fields := statusChanges(api, status)
+	if len(fields) == 0 {
+		return nil, false, nil
+	}
+	patch, err = marshalPatch(uid, fields)
+	return patch, err == nil, err
+}
 
 // A condition that no longer has a reason or message sends them as null:
 // a strategic merge keeps fields the patch leaves out, so the apiserver

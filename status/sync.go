@@ -234,7 +234,7 @@ func (m *Manager) syncPodOnce(ctx context.Context, uid types.UID, vs *versionedS
 			st := updatedStatus(&api.Status, &merged)
 			np, err = up.UpdateStatus(ctx, updateBody(api, st), metav1.UpdateOptions{})
 		} else {
-			patch, _, perr := marshalPatch(api.UID, changes)
+			patch, perr := marshalPatch(api.UID, changes)
 			if perr != nil {
 				return perr
 			}
