@@ -50,29 +50,24 @@ func (s *syncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod, _ *v
 		a.setStatus(pod, st)
 		return true, nil
 	}
-	// A status owner that does not have the pod yet usually reports it
-	// from within its SyncPod (a provider's CreatePod and NotifyPods): its
-	// status is read right after, so that the pod's first write is the
-	// status the provider gives it (Running for an instant provider), not
-	// a Pending written just before, one apiserver write per pod.
+	// The pod's first status can wait for the runtime's SyncPod, so that
+	// its first write says what the sync did, not a Pending written just
+	// before (two apiserver writes a pod). A status owner that does not
+	// have the pod yet reports it from within its SyncPod (a provider's
+	// CreatePod and NotifyPods): its status always waits. A runtime's
+	// waits up to Config.FirstStatusDelay.
 	synced := false // the runtime's SyncPod ran
+	var held *heldStatus
 	switch {
 	case a.owner && (rs == nil || rs.APIStatus == nil):
-		defer func() {
-			if synced {
-				if fresh, err := a.cfg.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace); err == nil && fresh.APIStatus != nil {
-					st = a.generate(pod, fresh, false)
-				}
-			}
-			a.setStatus(pod, st)
-		}()
+		held = a.holdFirstStatus(pod, st, 0)
 	case !a.owner && a.cfg.FirstStatusDelay > 0 && !a.hasStatus(pod.UID):
-		// Config.FirstStatusDelay: the pending status is set only if
-		// the runtime is still starting the pod when the delay ends.
-		h := a.holdFirstStatus(pod, st)
-		defer func() { h.release(ctx, synced) }()
+		held = a.holdFirstStatus(pod, st, a.cfg.FirstStatusDelay)
 	default:
 		a.setStatus(pod, st)
+	}
+	if held != nil {
+		defer func() { held.release(ctx, synced) }()
 	}
 	if err := a.runtimeError(); err != nil {
 		return false, fmt.Errorf("%w: %w", podworkers.ErrTransient, err)
@@ -162,47 +157,52 @@ func (a *Agent) hasStatus(uid types.UID) bool {
 	return ok
 }
 
-// heldStatus is a pod's first status, held back while its first sync runs
-// (Config.FirstStatusDelay).
+// heldStatus is a pod's first status, held back while its first sync
+// runs: until the sync ends, or until a delay ends if one is given.
 type heldStatus struct {
 	a     *Agent
 	pod   *v1.Pod
 	st    v1.PodStatus
-	timer clock.Timer
+	timer clock.Timer // nil: held until release
 	mu    sync.Mutex
 	set   bool // the held status was set (the delay ended first)
 }
 
-func (a *Agent) holdFirstStatus(pod *v1.Pod, st v1.PodStatus) *heldStatus {
+func (a *Agent) holdFirstStatus(pod *v1.Pod, st v1.PodStatus, delay time.Duration) *heldStatus {
 	h := &heldStatus{a: a, pod: pod, st: st}
-	// The callback does not read h.timer: no lock is needed around its
-	// assignment (and a clock that runs callbacks inline cannot deadlock).
-	h.timer = a.cfg.Clock.AfterFunc(a.cfg.FirstStatusDelay, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if !h.set {
-			h.set = true
-			h.a.setStatus(h.pod, h.st)
-		}
-	})
+	if delay > 0 {
+		// The callback does not read h.timer: no lock is needed around
+		// its assignment (and a clock that runs callbacks inline cannot
+		// deadlock).
+		h.timer = a.cfg.Clock.AfterFunc(delay, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if !h.set {
+				h.set = true
+				h.a.setStatus(h.pod, h.st)
+			}
+		})
+	}
 	return h
 }
 
 // release ends the hold when the sync ends: the status is generated again
-// from the runtime if its SyncPod ran, so that the first write says what
-// the sync did (Running, for a runtime that starts at once). The runtime
-// is read outside the lock (a held status due meanwhile is not kept
-// waiting on it) and with the runtime's context (a deletion cancels ctx,
-// not the sync's report); the status is set under it, so that a held
+// from the runtime if its SyncPod ran (for a status owner, if it reports
+// the pod by then), so that the first write says what the sync did. The
+// runtime is read outside the lock (a held status due meanwhile is not
+// kept waiting on it) and with the runtime's context (a deletion cancels
+// ctx, not the sync's report); the status is set under it, so that a held
 // status set late cannot follow the fresh one.
 func (h *heldStatus) release(ctx context.Context, synced bool) {
-	h.timer.Stop()
+	if h.timer != nil {
+		h.timer.Stop()
+	}
 	st := h.st
 	if synced {
 		rctx, done := h.a.runtimeContext(ctx)
 		fresh, err := h.a.cfg.Runtime.GetPodStatus(rctx, h.pod.UID, h.pod.Name, h.pod.Namespace)
 		done()
-		if err == nil {
+		if err == nil && (!h.a.owner || fresh.APIStatus != nil) {
 			st = h.a.generate(h.pod, fresh, false)
 		}
 	}
