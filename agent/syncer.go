@@ -287,8 +287,9 @@ func startedContainers(res runtime.PodSyncResult) bool {
 	return false
 }
 
-// backOffLeft is the least wait left of res's crash-loop back-offs, false
-// if a failed step does not say (an image pull back-off).
+// backOffLeft is the least wait left of res's back-offs (crash loops,
+// image pulls: runtime.BackOffRemaining), false if a failed step does not
+// say (a runtime's pull back-off without runtime.BackOffError).
 func backOffLeft(res runtime.PodSyncResult) (time.Duration, bool) {
 	least, ok := time.Duration(0), false
 	for _, r := range res.SyncResults {

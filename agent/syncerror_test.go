@@ -56,7 +56,12 @@ func TestSyncErrorSaysWhenToRetry(t *testing.T) {
 				step(&r, "b", crashLoopRefusal(t, "b", 8*s))
 				return
 			}},
-		{name: "an image pull back-off, whose end is not known, is retried soon", wantTransient: true, wantRetry: -1,
+		{name: "an image pull back-off is retried when the pull may be tried again", wantTransient: true, wantRetry: 5 * s,
+			result: func(t *testing.T) (r runtime.PodSyncResult) {
+				step(&r, "a", runtime.BackOffError(fmt.Errorf("pulling: %w", runtime.ErrImagePullBackOff), 5*s))
+				return
+			}},
+		{name: "an image pull back-off that does not say when it ends is retried soon", wantTransient: true, wantRetry: -1,
 			result: func(t *testing.T) (r runtime.PodSyncResult) {
 				step(&r, "a", crashLoopRefusal(t, "a", 3*s))
 				step(&r, "b", fmt.Errorf("pulling: %w", runtime.ErrImagePullBackOff))

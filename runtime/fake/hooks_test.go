@@ -213,11 +213,18 @@ func TestRuntimeManagerEvents(t *testing.T) {
 	})
 	t.Run("failed pull, then pull back-off", func(t *testing.T) {
 		rec := &podconfigtest.Recorder{}
-		rt, _ := newRuntime(t, fake.Config{Recorder: rec})
+		rt, clk := newRuntime(t, fake.Config{Recorder: rec})
 		rt.SetImageBehavior("app:1", fake.Behavior{PullError: "manifest unknown"})
 		pod := newPod("ev", v1.RestartPolicyAlways, ctr("app"))
 		require.ErrorIs(t, sync(t, rt, pod, nil).Error(), runtime.ErrImagePull)
-		require.ErrorIs(t, sync(t, rt, pod, nil).Error(), runtime.ErrImagePullBackOff)
+		clk.Step(4 * time.Second)
+		err := sync(t, rt, pod, nil).Error()
+		require.ErrorIs(t, err, runtime.ErrImagePullBackOff)
+		// The refusal says when a pull may be tried: the first back-off
+		// (10s, the kubelet's) less the 4s since the failed pull.
+		left, says := runtime.BackOffRemaining(err)
+		require.True(t, says, "the pull back-off does not say when it ends")
+		require.Equal(t, 6*time.Second, left)
 		require.Equal(t, []string{`Pulling spec.containers{app}: Pulling image "app:1"`,
 			`Failed spec.containers{app}: Failed to pull image "app:1": manifest unknown`,
 			"Failed spec.containers{app}: Error: ErrImagePull",
