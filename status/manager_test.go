@@ -49,6 +49,14 @@ func staticPod(name, hash string) *v1.Pod {
 	return p
 }
 
+// runningWithMessage is runningStatus("cri://a") with message msg: a
+// status that differs from another by its message alone.
+func runningWithMessage(msg string) v1.PodStatus {
+	st := runningStatus("cri://a")
+	st.Message = msg
+	return st
+}
+
 func runningStatus(cid string) v1.PodStatus {
 	return v1.PodStatus{
 		Phase: v1.PodRunning,
@@ -223,11 +231,6 @@ func TestStatusIsPatchedOncePerChange(t *testing.T) {
 // reads the pod first, and a condition another writer set stays.
 func TestLaterPatchesNeedNoRead(t *testing.T) {
 	ctx := context.Background()
-	message := func(msg string) v1.PodStatus {
-		st := runningStatus("cri://a")
-		st.Message = msg
-		return st
-	}
 	for _, tc := range []struct {
 		name string
 		// between changes the apiserver's pod after the first sync.
@@ -236,7 +239,7 @@ func TestLaterPatchesNeedNoRead(t *testing.T) {
 		verbs   []string
 		check   func(t *testing.T, f *statustest.Fake)
 	}{
-		{"running pod: patch only", func(*statustest.Fake, *v1.Pod) {}, message("two"), []string{"patch"},
+		{"running pod: patch only", func(*statustest.Fake, *v1.Pod) {}, runningWithMessage("two"), []string{"patch"},
 			func(t *testing.T, f *statustest.Fake) {
 				p, _ := f.Pod("ns", "p")
 				assert.Equal(t, "two", p.Status.Message)
@@ -245,7 +248,7 @@ func TestLaterPatchesNeedNoRead(t *testing.T) {
 			p, _ := f.Pod("ns", "p")
 			p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue})
 			f.Add(p)
-		}, message("two"), []string{"patch"},
+		}, runningWithMessage("two"), []string{"patch"},
 			func(t *testing.T, f *statustest.Fake) {
 				p, _ := f.Pod("ns", "p")
 				assert.Equal(t, "two", p.Status.Message)
@@ -259,12 +262,12 @@ func TestLaterPatchesNeedNoRead(t *testing.T) {
 			p := pod.DeepCopy()
 			p.UID = "uid2"
 			f.Add(p)
-		}, message("two"), []string{"patch", "get"},
+		}, runningWithMessage("two"), []string{"patch", "get"},
 			func(t *testing.T, f *statustest.Fake) {
 				p, _ := f.Pod("ns", "p")
 				assert.Empty(t, p.Status.Message, "the new pod's status is not ours")
 			}},
-		{"deleted pod: nothing more", func(f *statustest.Fake, pod *v1.Pod) { f.Remove("ns", "p") }, message("two"),
+		{"deleted pod: nothing more", func(f *statustest.Fake, pod *v1.Pod) { f.Remove("ns", "p") }, runningWithMessage("two"),
 			[]string{"patch", "get"}, func(*testing.T, *statustest.Fake) {}},
 		{"terminal status: read first", func(*statustest.Fake, *v1.Pod) {}, v1.PodStatus{Phase: v1.PodSucceeded},
 			[]string{"get", "patch"}, func(t *testing.T, f *statustest.Fake) {
@@ -276,7 +279,7 @@ func TestLaterPatchesNeedNoRead(t *testing.T) {
 			pod := testPod("p", "uid1")
 			f := statustest.New(pod)
 			m, _ := newManager(t, f, nil)
-			m.SetPodStatus(pod, message("one"))
+			m.SetPodStatus(pod, runningWithMessage("one"))
 			m.Sync(ctx)
 			require.Equal(t, []string{"get", "patch"}, verbs(f), "first write reads the pod")
 			tc.between(f, pod)
@@ -296,9 +299,7 @@ func TestStaleUpdates(t *testing.T) {
 	m, _ := newManager(t, f, nil)
 
 	for _, msg := range []string{"one", "two", "three"} {
-		st := runningStatus("cri://a")
-		st.Message = msg
-		m.SetPodStatus(pod, st)
+		m.SetPodStatus(pod, runningWithMessage(msg))
 	}
 	m.Sync(ctx)
 	assert.Equal(t, 1, f.Count(statustest.VerbPatch), "only the latest of several updates is sent")
@@ -1034,11 +1035,6 @@ type patchOnlyClient struct{ status.PodClient }
 // needed anyway, or the client cannot update, it patches.
 func TestUpdateKnownStatus(t *testing.T) {
 	ctx := context.Background()
-	message := func(msg string) v1.PodStatus {
-		st := runningStatus("cri://a")
-		st.Message = msg
-		return st
-	}
 	for _, tc := range []struct {
 		name        string
 		update      bool
@@ -1048,7 +1044,7 @@ func TestUpdateKnownStatus(t *testing.T) {
 		verbs       []string
 		check       func(t *testing.T, stored *v1.Pod)
 	}{
-		{name: "first and later writes: updates, no read", update: true, first: message("one"), next: message("two"),
+		{name: "first and later writes: updates, no read", update: true, first: runningWithMessage("one"), next: runningWithMessage("two"),
 			verbs: []string{"update", "update"}, check: func(t *testing.T, p *v1.Pod) {
 				assert.Equal(t, "two", p.Status.Message)
 				assert.Equal(t, map[string]string{"example.com/a": "b"}, p.Annotations, "the agent's annotations are not stored, the pod's kept")
@@ -1056,7 +1052,7 @@ func TestUpdateKnownStatus(t *testing.T) {
 				assert.Equal(t, []string{"batch.kubernetes.io/job-tracking"}, p.Finalizers, "the pod's finalizers are kept")
 				assert.Equal(t, "p-", p.GenerateName, "the pod's generateName is kept")
 			}},
-		{name: "another writer's change: conflict, read, patch; its condition stays", update: true, first: message("one"), next: message("two"),
+		{name: "another writer's change: conflict, read, patch; its condition stays", update: true, first: runningWithMessage("one"), next: runningWithMessage("two"),
 			before: func(f *statustest.Fake) {
 				p, _ := f.Pod("ns", "p")
 				p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue})
@@ -1070,13 +1066,13 @@ func TestUpdateKnownStatus(t *testing.T) {
 				}
 				assert.Contains(t, types, v1.PodConditionType("example.com/gate"))
 			}},
-		{name: "terminal status: read, patch", update: true, first: message("one"), next: v1.PodStatus{Phase: v1.PodSucceeded},
+		{name: "terminal status: read, patch", update: true, first: runningWithMessage("one"), next: v1.PodStatus{Phase: v1.PodSucceeded},
 			verbs: []string{"update", "get", "patch"}, check: func(t *testing.T, p *v1.Pod) {
 				assert.Equal(t, v1.PodSucceeded, p.Status.Phase)
 			}},
-		{name: "client without UpdateStatus: patches", update: true, patchOnly: true, first: message("one"), next: message("two"),
+		{name: "client without UpdateStatus: patches", update: true, patchOnly: true, first: runningWithMessage("one"), next: runningWithMessage("two"),
 			verbs: []string{"patch", "patch"}, check: func(t *testing.T, p *v1.Pod) { assert.Equal(t, "two", p.Status.Message) }},
-		{name: "default: patches, as the kubelet", first: message("one"), next: message("two"),
+		{name: "default: patches, as the kubelet", first: runningWithMessage("one"), next: runningWithMessage("two"),
 			verbs: []string{"patch", "patch"}, check: func(t *testing.T, p *v1.Pod) { assert.Equal(t, "two", p.Status.Message) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
