@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -109,6 +111,9 @@ func startNodekit(t *testing.T, cs *kubernetes.Clientset, nodeName string, p pro
 		Runtime:      rt,
 		PodSource:    cs.CoreV1().Pods(""),
 		StatusClient: func(ns string) status.PodClient { return cs.CoreV1().Pods(ns) },
+		// Status writes by update, as provider/nodeutil sets it (and as
+		// virtual-kubelet writes them).
+		UpdateKnownStatus: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +225,9 @@ func TestVirtualKubeletProviderSideBySide(t *testing.T) {
 		web.Labels = map[string]string{"app": "web"}
 		two := testPod("two-"+node, node)
 		two.Spec.Containers = append(two.Spec.Containers, corev1.Container{Name: "sidecar", Image: "busybox"})
+		// A status write must keep what the pod's metadata holds (an
+		// update of pods/status takes finalizers from its body).
+		two.Finalizers = []string{"example.com/keep"}
 		job := testPod("job-"+node, node)
 		job.Spec.RestartPolicy = corev1.RestartPolicyNever
 		return []*corev1.Pod{web, two, job}
@@ -302,6 +310,17 @@ func TestVirtualKubeletProviderSideBySide(t *testing.T) {
 		}
 		return "still ready"
 	})
+	// Its second status write (after Running) kept the finalizer; then it
+	// goes, so the pod can be deleted below.
+	for _, r := range runners {
+		if p := get(t, "two-"+r.node); !slices.Equal(p.Finalizers, []string{"example.com/keep"}) {
+			t.Errorf("%s: finalizers %v after two status writes, want [example.com/keep]", r.name, p.Finalizers)
+		}
+		patch := []byte(`{"metadata":{"finalizers":null}}`)
+		if _, err := cs.CoreV1().Pods("default").Patch(ctx, "two-"+r.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Graceful deletion: DeletePod, then the pod leaves the apiserver.
 	for _, r := range runners {
