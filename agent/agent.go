@@ -78,6 +78,8 @@ type Agent struct {
 	// usageOnly: the admit handlers are the agent's own that read the
 	// other pods only through OtherPodsUsage (IgnoreCapacity, no
 	// eviction), so admission lists them only when a handler reads it.
+	// (A lazy PodAdmitAttributes.OtherPods would do it for any handlers,
+	// but users' handlers read that field as a slice.)
 	usageOnly bool
 	// sourcesReady reports whether every source has sent its pods; set in
 	// Run, read by the eviction manager's container GC.
